@@ -1,0 +1,56 @@
+"""The one door into the kernel: check(path) -> Verdict.
+
+Reads a format-1.0 certificate, recomputes every deciding number with rigorous enclosures and
+answers VERIFIED / REJECTED / MALFORMED / UNSUPPORTED; any other failure is an internal error
+(exit 4), never REJECTED.
+"""
+import os
+
+import numpy as np
+
+from . import rule_covering, rule_decoding, rule_factorization, rule_frobenius
+from .fp import check_environment, FPEnvironmentError
+from .load import read_json, header, claim as read_claim, instance as read_instance
+from .verdict import Verdict, Malformed, Unsupported, Rejected
+
+CHECKER = "certkit-kernel 1.0"
+ROUTES = ("fast", "arb")
+RULES = {
+    "upper-factorization": rule_factorization.check,
+    "upper-covering": rule_covering.check,
+    "lower-decoding-margin": rule_decoding.check_margin,
+    "lower-decoding-inverse-norm": rule_decoding.check_inverse_norm,
+    "lower-frobenius-tail": rule_frobenius.check,
+}
+ROUTE_LEMMAS = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
+                "arb": "softmax-enclosure(arb balls)"}
+
+
+def check(path, route="fast"):
+    """Verdict for the certificate file at path."""
+    if route not in ROUTES:
+        raise ValueError(f"route must be one of {ROUTES}")
+    sha = None
+    try:
+        check_environment()
+        doc, sha = read_json(path)
+        kind = header(doc)
+        c = read_claim(doc, kind)
+        base = os.path.dirname(os.path.abspath(path))
+        inst = read_instance(doc, base)
+        with np.errstate(all="ignore"):
+            details = RULES[kind](inst, c, doc["witness"], base, route)
+        details.update(kind=kind, sha256=sha, route=route)
+        tail = (f"[kind={kind}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
+                f"enclosure={ROUTE_LEMMAS[route]}, beta={inst.beta.text}, checker={CHECKER}]")
+        return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
+    except Malformed as e:
+        return Verdict("MALFORMED", f"{e.path}: {e.what}", {"sha256": sha})
+    except Unsupported as e:
+        return Verdict("UNSUPPORTED", str(e), {"sha256": sha})
+    except Rejected as e:
+        return Verdict("REJECTED", f"{e.step}: {e.detail}", {"sha256": sha})
+    except FPEnvironmentError as e:
+        return Verdict("INTERNAL-ERROR", f"floating-point environment: {e}", {"sha256": sha})
+    except Exception as e:   # a kernel bug: never REJECTED
+        return Verdict("INTERNAL-ERROR", f"{type(e).__name__}: {e}", {"sha256": sha})

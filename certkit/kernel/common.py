@@ -1,0 +1,64 @@
+"""Shared pieces of the rules: witness index arrays, decoders, certified row-l1 sums."""
+from fractions import Fraction
+
+import numpy as np
+
+from .fp import U, ETA, gamma, inflate, sum_up
+from .load import array, obj
+from .verdict import Malformed, Rejected
+
+
+def indices(x, path, base_dir, upper, length=None):
+    """An int array with entries in [0, upper)."""
+    a = array(x, path, base_dir, (length,), kind="int")
+    if a.size and (a.min() < 0 or a.max() >= upper):
+        i = int(np.argmax((a < 0) | (a >= upper)))
+        raise Malformed(f"{path}[{i}]", f"index {int(a[i])} out of range [0, {upper})")
+    return a
+
+
+class Decoder:
+    """G (N x M) with sum_b |G_jb| <= 1 for every column j: cells (indicator columns, -1 = in
+    no cell) or an explicit float matrix, checked exactly."""
+
+    def __init__(self, w, path, base_dir, N, M=None):
+        """M = None: as many cells as the largest cell id + 1 (or the decoder's width)."""
+        if ("cells" in w) == ("decoder" in w):
+            raise Malformed(path, "give exactly one of \"cells\" or \"decoder\"")
+        if "cells" in w:
+            c = array(w["cells"], f"{path}.cells", base_dir, (N,), kind="int")
+            M = int(c.max(initial=-1)) + 1 if M is None else M
+            if c.size and (c.min() < -1 or c.max() >= M):
+                i = int(np.argmax((c < -1) | (c >= M)))
+                raise Malformed(f"{path}.cells[{i}]", f"cell {int(c[i])} out of range [-1, {M})")
+            self.cells, self.G = c, None
+        else:
+            G = array(w["decoder"], f"{path}.decoder", base_dir, (N, M))
+            M = G.shape[1]
+            col = np.abs(G).sum(axis=1)
+            for j in np.flatnonzero(col >= 1 - 1e-9):   # certify the close calls exactly
+                if sum(Fraction(x) for x in np.abs(G[j]).tolist()) > 1:
+                    raise Rejected("decoder", f"sum_b |G[{j},b]| > 1 (exactly)")
+            self.cells, self.G = None, G
+        self.M = M
+
+    def apply(self, m):
+        """(T^, err): T^ = fl(m G) and err_a >= sum_b |T^_ab - (m G)_ab|."""
+        N = m.shape[1]
+        if self.G is not None:
+            T = m @ self.G
+        else:
+            T = np.zeros((m.shape[0], self.M))
+            sel = np.flatnonzero(self.cells >= 0)
+            if sel.size:
+                order = sel[np.argsort(self.cells[sel], kind="stable")]
+                cs = self.cells[order]
+                starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+                T[:, cs[starts]] = np.add.reduceat(m[:, order], starts, axis=1)
+        err = inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3)
+        return T, err
+
+
+def certainly_le(x, eps):
+    """x (float, a proven upper bound) <= eps (Fraction), decided exactly."""
+    return Fraction(float(x)) <= eps

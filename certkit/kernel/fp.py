@@ -1,0 +1,101 @@
+"""The binary64 model of the fast route (proofs/fp-rounding.md) and exact scalar helpers.
+
+u = 2^-53, eta = 2^-1074, gamma_k = k u / (1 - k u).  Every basic operation rounded to nearest
+satisfies fl(a op b) = (a op b)(1 + delta) + e with |delta| <= u, |e| <= eta/2.
+check_environment() tests at run time that this model is the one in force (round to nearest
+even, gradual underflow in numpy ufuncs and in BLAS).
+"""
+import math
+from fractions import Fraction
+
+import numpy as np
+import flint
+
+U = 2.0 ** -53
+ETA = 2.0 ** -1074
+INFLATE = 1.0 + 2.0 ** -40          # proofs/fp-rounding.md (e): m <= 2^10 rounded ops
+TINY = 2.0 ** -1000                  # per-op absolute slack for underflow
+
+
+def gamma(k):
+    """An upper bound (as a float) of gamma_k = k u / (1 - k u), valid for k u < 1/2."""
+    return float_up(Fraction(k) * Fraction(U) / (1 - Fraction(k) * Fraction(U)))
+
+
+def inflate(x, ops=64):
+    """A true upper bound of a non-negative quantity computed in float from non-negative
+    inputs with at most `ops` (<= 2^11) rounded operations in sequence, + - * / sqrt, each
+    rounded to nearest (proofs/fp-rounding.md (e)).  Long sums: use sum_up."""
+    assert ops <= 2048
+    return x * INFLATE + ops * TINY
+
+
+def sum_up(x, axis=None):
+    """Upper bound of the exact sum of a non-negative float array along axis (any summation
+    order: |fl(sum) - sum| <= gamma_{n-1} sum)."""
+    n = x.size if axis is None else x.shape[axis]
+    return inflate(np.sum(x, axis=axis) * (1 + 2 * gamma(max(n, 1))), 3)
+
+
+def float_up(v):
+    """The smallest binary64 >= v, for a Fraction or an exact int."""
+    v = Fraction(v)
+    f = float(v)
+    while Fraction(f) < v:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def float_down(v):
+    v = Fraction(v)
+    f = float(v)
+    while Fraction(f) > v:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def arb_to_fraction_upper(x):
+    """An exact rational >= every point of the Arb ball x."""
+    man, exp = x.upper().man_exp()
+    return Fraction(int(man)) * Fraction(2) ** int(exp)
+
+
+def arb_to_fraction_lower(x):
+    man, exp = x.lower().man_exp()
+    return Fraction(int(man)) * Fraction(2) ** int(exp)
+
+
+def arb_up(x):
+    """A binary64 >= every point of the Arb ball x."""
+    return float_up(arb_to_fraction_upper(x))
+
+
+def arb_down(x):
+    return float_down(arb_to_fraction_lower(x))
+
+
+def arb_of(v):
+    """Exact Arb ball of a Fraction (a point when the denominator is a power of two)."""
+    v = Fraction(v)
+    return flint.arb(v.numerator) / v.denominator
+
+
+class FPEnvironmentError(RuntimeError):
+    pass
+
+
+def check_environment():
+    """Raise FPEnvironmentError unless binary64 rounds to nearest-even with gradual underflow,
+    in Python floats, numpy ufuncs and BLAS products."""
+    a = np.array([1.0, 1.0, -1.0, 2.0 ** -537, 2.0 ** -1022])
+    b = np.array([2.0 ** -53, 2.0 ** -53 + 2.0 ** -105, -(2.0 ** -53 + 2.0 ** -105), 2.0 ** -537, 0.5])
+    s = a + b
+    prod = a[3:] * b[3:]
+    ok = (s[0] == 1.0 and s[1] == 1.0 + 2.0 ** -52 and s[2] == -1.0 - 2.0 ** -52
+          and prod[0] == 2.0 ** -1074 and prod[1] == 2.0 ** -1023
+          and 1.0 + 2.0 ** -53 == 1.0 and 2.0 ** -537 * 2.0 ** -537 == ETA)
+    m = np.array([[2.0 ** -1073, 0.0], [0.0, 1.0]])
+    dot = m @ np.array([[0.5], [0.0]])
+    if not (ok and dot[0, 0] == ETA and np.finfo(np.float64).eps == 2.0 ** -52):
+        raise FPEnvironmentError("floating-point environment is not IEEE round-to-nearest with "
+                                 "gradual underflow (flush-to-zero or a changed rounding mode?)")

@@ -1,0 +1,359 @@
+"""Strict reading of certificate format 1.0: JSON, version gate, numerals, arrays, sidecars.
+
+Everything that is not exactly as the format says is Malformed(JSON path, what); a version or
+kind this checker does not read is Unsupported.  Sidecars are pinned by sha256 and read without
+pickle (.npy with allow_pickle=False, or a safetensors tensor parsed by hand).
+"""
+import hashlib
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from .fp import arb_of, arb_up, arb_to_fraction_lower, arb_to_fraction_upper
+from .numerals import parse_numeral, parse_int, exact_float
+from .verdict import Malformed, Unsupported
+
+FORMAT = "certkit-certificate"
+VERSION = (1, 0)
+KINDS = {  # kind -> (relation, assumptions the rule relies on)
+    "upper-factorization": ("<=", ["factor-rank"]),
+    "upper-covering": ("<=", ["cover-rank"]),
+    "lower-decoding-margin": (">=", ["decode-margin"]),
+    "lower-decoding-inverse-norm": (">=", ["decode-inverse-norm"]),
+    "lower-frobenius-tail": (">=", ["frobenius-tail", "verified-svd"]),
+}
+MAX_FILE = 1 << 26            # 64 MiB of JSON
+MAX_SIDECAR = 1 << 32         # 4 GiB per array
+MAX_INLINE = 1 << 20          # inline array entries
+DTYPES = {"float64": np.float64, "float32": np.float32, "int64": np.int64, "int32": np.int32}
+
+
+def _no_dupes(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _reject_constant(name):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def read_json(path):
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE:
+            raise Malformed("$", f"file is {size} bytes (limit {MAX_FILE})")
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise Malformed("$", f"cannot read {path}: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+        doc = json.loads(text, object_pairs_hook=_no_dupes, parse_constant=_reject_constant)
+    except UnicodeDecodeError as e:
+        raise Malformed("$", f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    except (ValueError, RecursionError) as e:
+        raise Malformed("$", f"not valid JSON: {e}") from None
+    return doc, hashlib.sha256(raw).hexdigest()
+
+
+def obj(x, path, required, optional=()):
+    if not isinstance(x, dict):
+        raise Malformed(path, f"expected an object, got {type(x).__name__}")
+    missing = [k for k in required if k not in x]
+    if missing:
+        raise Malformed(f"{path}.{missing[0]}", "required key is missing")
+    extra = sorted(set(x) - set(required) - set(optional))
+    if extra:
+        raise Malformed(f"{path}.{extra[0]}", "unknown key")
+    return x
+
+
+def string(x, path):
+    if not isinstance(x, str):
+        raise Malformed(path, f"expected a string, got {type(x).__name__} {x!r:.60}")
+    return x
+
+
+def header(doc):
+    """The version gate: same major, minor <= ours; then the kind."""
+    if not isinstance(doc, dict):
+        raise Malformed("$", f"expected a JSON object at top level, got {type(doc).__name__}")
+    if doc.get("format") != FORMAT:
+        raise Malformed("$.format", f"expected {FORMAT!r}, got {doc.get('format')!r:.60}")
+    v = doc.get("version")
+    if not isinstance(v, str) or not all(p.isdigit() for p in v.split(".")) or v.count(".") != 1:
+        raise Malformed("$.version", f"expected \"MAJOR.MINOR\", got {v!r:.60}")
+    major, minor = (int(p) for p in v.split("."))
+    if major != VERSION[0] or minor > VERSION[1]:
+        raise Unsupported(f"format version {v} (this checker reads {VERSION[0]}.0 to "
+                          f"{VERSION[0]}.{VERSION[1]})")
+    kind = doc.get("kind")
+    if not isinstance(kind, str):
+        raise Malformed("$.kind", f"expected a string, got {kind!r:.60}")
+    if kind not in KINDS:
+        raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(KINDS)})")
+    obj(doc, "$", ["format", "version", "kind", "claim", "instance", "witness", "assumptions"],
+        ["provenance"])
+    return kind
+
+
+@dataclass
+class Claim:
+    relation: str
+    bound: int
+    eps: Fraction
+
+    def text(self):
+        return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
+
+
+def claim(doc, kind):
+    c = obj(doc["claim"], "$.claim", ["quantity", "relation", "bound", "eps"])
+    if c["quantity"] != "r_eps":
+        raise Malformed("$.claim.quantity", f"expected \"r_eps\", got {c['quantity']!r:.60}")
+    rel = KINDS[kind][0]
+    if c["relation"] != rel:
+        raise Malformed("$.claim.relation", f"kind {kind} proves {rel!r}, got {c['relation']!r:.60}")
+    bound = parse_int(c["bound"], "$.claim.bound", lo=0)
+    eps = parse_numeral(c["eps"], "$.claim.eps")
+    if not 0 < eps < 1:
+        raise Malformed("$.claim.eps", f"eps must lie in (0, 1), got {eps}")
+    a = doc["assumptions"]
+    if not isinstance(a, list) or sorted(a) != sorted(KINDS[kind][1]):
+        raise Malformed("$.assumptions", f"kind {kind} relies on exactly {KINDS[kind][1]}, got {a!r:.120}")
+    return Claim(rel, bound, eps)
+
+
+# ---------------------------------------------------------------- arrays
+def array(x, path, base_dir, shape, kind="float"):
+    """An array given inline (nested lists of numeral strings) or as a sidecar
+    {"file", "sha256", "dtype", "shape"[, "tensor"]}.  shape entries None = free (returned).
+    kind "float": float64 exact, finite.  kind "int": int64."""
+    if isinstance(x, list):
+        a = _inline(x, path, kind)
+    elif isinstance(x, dict):
+        a = _sidecar(x, path, base_dir, kind)
+    else:
+        raise Malformed(path, f"expected an array (nested list of numerals or a sidecar object), got {type(x).__name__}")
+    if a.ndim != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape)):
+        want = "×".join("?" if s is None else str(s) for s in shape)
+        raise Malformed(path, f"shape {'×'.join(map(str, a.shape)) or 'scalar'} where {want} is required")
+    return a
+
+
+def _inline(x, path, kind):
+    def walk(v, p, depth):
+        if isinstance(v, list):
+            if depth > 3:
+                raise Malformed(p, "array nested deeper than 3")
+            return [walk(e, f"{p}[{i}]", depth + 1) for i, e in enumerate(v)]
+        q = parse_numeral(v, p)
+        if kind == "int":
+            if q.denominator != 1 or abs(q) >= 2 ** 62:
+                raise Malformed(p, f"expected an integer index, got {v!r}")
+            return int(q)
+        return exact_float(q, p)
+    flat = walk(x, path, 1)
+    try:
+        a = np.array(flat, dtype=np.int64 if kind == "int" else np.float64)
+    except ValueError:
+        raise Malformed(path, "ragged inline array (rows of different lengths)") from None
+    if a.size > MAX_INLINE:
+        raise Malformed(path, f"inline array of {a.size} entries (limit {MAX_INLINE}; use a sidecar)")
+    return a
+
+
+def _sidecar(x, path, base_dir, kind):
+    obj(x, path, ["file", "sha256", "dtype", "shape"], ["tensor"])
+    name = string(x["file"], f"{path}.file")
+    if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/") or not name:
+        raise Malformed(f"{path}.file", f"sidecar path must be relative and stay beside the certificate: {name!r}")
+    sha = string(x["sha256"], f"{path}.sha256")
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        raise Malformed(f"{path}.sha256", f"expected 64 lowercase hex digits, got {sha!r:.80}")
+    dt = string(x["dtype"], f"{path}.dtype")
+    if dt not in DTYPES or (kind == "int") != dt.startswith("int"):
+        raise Malformed(f"{path}.dtype", f"dtype {dt!r} not allowed here")
+    if not isinstance(x["shape"], list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]):
+        raise Malformed(f"{path}.shape", f"expected a list of non-negative integers, got {x['shape']!r:.80}")
+    full = os.path.join(base_dir, name)
+    try:
+        if os.path.getsize(full) > MAX_SIDECAR:
+            raise Malformed(f"{path}.file", f"sidecar larger than {MAX_SIDECAR} bytes")
+        with open(full, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise Malformed(f"{path}.file", f"missing or unreadable sidecar {name!r}: {e.strerror}") from None
+    got = hashlib.sha256(raw).hexdigest()
+    if got != sha:
+        raise Malformed(f"{path}.sha256", f"sidecar {name!r} has sha256 {got}, certificate pins {sha}")
+    if name.endswith(".npy"):
+        if "tensor" in x:
+            raise Malformed(f"{path}.tensor", "only safetensors sidecars name a tensor")
+        a = _npy(raw, path)
+    elif name.endswith(".safetensors"):
+        a = _safetensors(raw, string(x.get("tensor", ""), f"{path}.tensor"), path)
+    else:
+        raise Malformed(f"{path}.file", f"sidecar must be .npy or .safetensors: {name!r}")
+    if a.dtype != np.dtype(DTYPES[dt]).newbyteorder("=") and a.dtype != np.dtype(DTYPES[dt]):
+        raise Malformed(f"{path}.dtype", f"sidecar holds {a.dtype}, certificate says {dt}")
+    if list(a.shape) != x["shape"]:
+        raise Malformed(f"{path}.shape", f"sidecar has shape {list(a.shape)}, certificate says {x['shape']}")
+    a = a.astype(np.int64 if kind == "int" else np.float64)   # exact widening
+    if kind == "float" and not np.all(np.isfinite(a)):
+        bad = np.argwhere(~np.isfinite(a))[0]
+        raise Malformed(f"{path}{list(map(int, bad))}", f"non-finite value {a[tuple(bad)]}")
+    return a
+
+
+def _npy(raw, path):
+    import io
+    try:
+        a = np.load(io.BytesIO(raw), allow_pickle=False)
+    except ValueError as e:
+        msg = "needs pickle (object array), which is never loaded" if "pickle" in str(e) else str(e)
+        raise Malformed(f"{path}.file", f"unreadable .npy: {msg}") from None
+    except Exception as e:   # truncated or garbage header
+        raise Malformed(f"{path}.file", f"unreadable .npy: {e}") from None
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fi":
+        raise Malformed(f"{path}.file", "not a numeric .npy array")
+    return a
+
+
+_ST = {"F64": "<f8", "F32": "<f4", "I64": "<i8", "I32": "<i4"}
+
+
+def _safetensors(raw, tensor, path):
+    """safetensors layout: u64 little-endian header length, JSON header, raw little-endian data."""
+    try:
+        (hlen,) = struct.unpack("<Q", raw[:8])
+        if hlen > len(raw) - 8:
+            raise ValueError("header longer than file")
+        head = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_no_dupes)
+        t = head[tensor]
+        lo, hi = t["data_offsets"]
+        dt = np.dtype(_ST[t["dtype"]])
+        shape = [int(s) for s in t["shape"]]
+        data = raw[8 + hlen + lo: 8 + hlen + hi]
+        if hi - lo != dt.itemsize * math.prod(shape) or len(data) != hi - lo:
+            raise ValueError("data length does not match dtype and shape")
+        return np.frombuffer(data, dtype=dt).reshape(shape).copy()
+    except KeyError as e:
+        raise Malformed(f"{path}.tensor", f"safetensors file has no tensor or field {e}") from None
+    except (ValueError, TypeError, struct.error, UnicodeDecodeError) as e:
+        raise Malformed(f"{path}.file", f"unreadable safetensors: {e}") from None
+
+
+# ---------------------------------------------------------------- instance
+@dataclass
+class Beta:
+    """beta as a set [lo, hi] of exact rationals (a point when exact).  The claim is proved for
+    every beta in the set.  mid/rad: float64 with |beta - mid| <= rad on the whole set."""
+    lo: Fraction
+    hi: Fraction
+    ball: object        # flint.arb containing [lo, hi]
+    mid: float
+    rad: float
+    text: str
+
+
+def beta(x, path):
+    if isinstance(x, str):
+        v = parse_numeral(x, path)
+        lo = hi = v
+        ball = arb_of(v)
+        text = str(v)
+    elif isinstance(x, dict) and "interval" in x:
+        obj(x, path, ["interval"])
+        iv = x["interval"]
+        if not isinstance(iv, list) or len(iv) != 2:
+            raise Malformed(f"{path}.interval", "expected [lo, hi]")
+        lo, hi = (parse_numeral(s, f"{path}.interval[{i}]") for i, s in enumerate(iv))
+        if lo > hi:
+            raise Malformed(f"{path}.interval", f"lo {lo} > hi {hi}")
+        ball = arb_of(lo).union(arb_of(hi))
+        text = f"any in [{lo}, {hi}]"
+    elif isinstance(x, dict) and "over_sqrt" in x:
+        obj(x, path, ["over_sqrt"])
+        p = x["over_sqrt"]
+        if not isinstance(p, list) or len(p) != 2:
+            raise Malformed(f"{path}.over_sqrt", "expected [c, D] meaning beta = c / sqrt(D)")
+        c = parse_numeral(p[0], f"{path}.over_sqrt[0]")
+        D = parse_numeral(p[1], f"{path}.over_sqrt[1]")
+        if D <= 0:
+            raise Malformed(f"{path}.over_sqrt[1]", f"D must be positive, got {D}")
+        with flint.ctx.workprec(256):
+            ball = arb_of(c) / arb_of(D).sqrt()
+        lo, hi = arb_to_fraction_lower(ball), arb_to_fraction_upper(ball)
+        text = f"{c}/sqrt({D})"
+    else:
+        raise Malformed(path, "expected a numeral, {\"interval\": [lo, hi]} or {\"over_sqrt\": [c, D]}")
+    if lo < 0:
+        raise Malformed(path, f"beta must be >= 0, got {lo}")
+    if hi > 10 ** 12:
+        raise Malformed(path, f"beta {hi} out of range (<= 1e12)")
+    mid = float((lo + hi) / 2)
+    rad = arb_up(abs(ball - flint.arb(mid))) if lo != hi or Fraction(mid) != lo else 0.0
+    return Beta(lo, hi, ball, mid, rad, text)
+
+
+@dataclass
+class Instance:
+    """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped)."""
+    beta: Beta
+    Q: np.ndarray
+    K: np.ndarray
+    weights: np.ndarray | None
+    bias: np.ndarray | None
+
+    @property
+    def n(self):
+        return self.Q.shape[0]
+
+    @property
+    def N(self):
+        return self.K.shape[0]
+
+    @property
+    def kept(self):
+        return None if self.weights is None else np.flatnonzero(self.weights > 0)
+
+
+def instance(doc, base_dir):
+    x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"])
+    b = beta(x["beta"], "$.instance.beta")
+    Q = array(x["queries"], "$.instance.queries", base_dir, (None, None))
+    n, d = Q.shape
+    K = array(x["keys"], "$.instance.keys", base_dir, (None, d))
+    N = K.shape[0]
+    if n == 0 or N == 0 or d == 0:
+        raise Malformed("$.instance", f"empty instance (n={n}, N={N}, d={d})")
+    if d > 512:
+        raise Unsupported(f"head dimension d = {d} (this checker reads d <= 512)")
+    if np.max(np.abs(Q), initial=0) > 2.0 ** 500 or np.max(np.abs(K), initial=0) > 2.0 ** 500:
+        raise Malformed("$.instance", "query/key entries larger than 2^500")
+    w = None
+    if "column_weights" in x:
+        w = array(x["column_weights"], "$.instance.column_weights", base_dir, (N,))
+        if np.any(w < 0):
+            raise Malformed(f"$.instance.column_weights[{int(np.argmax(w < 0))}]", "negative weight")
+        if not np.any(w > 0):
+            raise Malformed("$.instance.column_weights", "every column is dropped (all weights 0)")
+        if np.all(w == 1.0):
+            w = None
+    bias = None
+    if "logit_bias" in x:
+        bias = array(x["logit_bias"], "$.instance.logit_bias", base_dir, (n, N))
+        if np.max(np.abs(bias)) > 2.0 ** 40:
+            raise Malformed("$.instance.logit_bias", "bias entries larger than 2^40")
+    return Instance(b, Q, K, w, bias)

@@ -1,0 +1,154 @@
+"""Row enclosures of A: float64 rows m_i and radii rho_i with ||A_i - m_i||_1 <= rho_i.
+
+Every rule works from these (proofs/softmax-enclosure.md).  Two routes:
+
+* fast: float64 mid-rad.  Float logits y (row maximum subtracted), an a-priori per-row bound
+  Delta_i on the logit error (Cauchy–Schwarz, the GEMM bound, the beta and log-weight radii,
+  the roundings; proofs/fp-rounding.md), Cohen–Fausti turning it into an l1 bound
+  (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and the softmax
+  normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
+* arb: Arb balls for every A_ij, row by row (python-flint); m_ij = float(midpoint),
+  rho_i = sum_j (radius_ij + |midpoint_ij - m_ij|), rounded up.
+
+Entries of dropped columns (weight 0) are exactly 0 in A and in m.  Per entry, and for the
+mass of any column set C, |A_i(C) - m_i(C)| <= rho_i.
+"""
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from .expo import exp_nonpos, EXP_REL, EXP_ABS, CLAMP
+from .fp import U, ETA, gamma, inflate, float_up, arb_up, arb_of
+
+BLOCK = 256
+
+
+def rho_softmax(N):
+    """||softmax(y) - fl(E(y)/fl(sum E(y)))||_1 <= rho_sm(N) for float y with max_j y_j = 0."""
+    u, r, t, g = Fraction(U), Fraction(EXP_REL), Fraction(EXP_ABS), Fraction(gamma(N))
+    first = u / (1 - g) + N * Fraction(ETA) / 2
+    second = (2 * (r + N * t) + g * (1 + r + N * t)) / ((1 - g) * (1 - r - N * t))
+    return float_up(first + second)
+
+
+class _Prepared:
+    """Per-instance quantities shared by all row blocks of the fast route."""
+
+    def __init__(self, inst):
+        self.inst = inst
+        kept = inst.kept
+        self.kept = kept
+        K = inst.K if kept is None else inst.K[kept]
+        self.Kt = np.ascontiguousarray(K.T)
+        self.Nk = K.shape[0]
+        d = inst.Q.shape[1]
+        self.d = d
+        self.Kmax = inflate(float(np.sqrt(np.max(np.einsum("ij,ij->i", K, K)))), 3 * d)
+        self.Qn = inflate(np.sqrt(np.einsum("ij,ij->i", inst.Q, inst.Q)), 3 * d)
+        self.b_mid = self.b_rad = None
+        self.bmax = 0.0
+        if inst.weights is not None:
+            w = inst.weights if kept is None else inst.weights[kept]
+            mids, rad = np.empty(len(w)), 0.0
+            with flint.ctx.workprec(80):
+                for j, wj in enumerate(w.tolist()):
+                    L = flint.arb(wj).log()
+                    mids[j] = float(L.mid())
+                    rad = max(rad, arb_up(abs(L - flint.arb(mids[j]))))
+            self.b_mid, self.b_rad = mids, rad
+            self.bmax = inflate(float(np.max(np.abs(mids))) + rad, 2)
+        self.rho_sm = rho_softmax(self.Nk)
+        self.g_d = gamma(d + 2)
+
+    def bias_rows(self, idx):
+        bias = self.inst.bias
+        if bias is None:
+            return None
+        return bias[idx] if self.kept is None else bias[np.ix_(idx, self.kept)]
+
+    def delta(self, idx, biasmax):
+        """A-priori bound on |fl-logit - true logit - (row constant)| for rows idx."""
+        beta = self.inst.beta
+        bm, br = abs(beta.mid), beta.rad
+        S = inflate(self.Qn[idx] * self.Kmax, 2)                 # >= |<q_i,k_j>|
+        err_s = inflate(self.g_d * S + self.d * ETA, 3)          # GEMM error
+        Sh = inflate(S + err_s, 1)                               # >= |fl <q_i,k_j>|
+        P = inflate(bm * Sh * (1 + U) + ETA, 3)                  # >= |fl(beta_mid * s)|
+        Lsum = inflate(P + self.bmax + biasmax, 2)
+        Lmax = inflate(Lsum * (1 + 2 * U), 2)                    # >= |l^_ij|
+        D = (br * S + bm * err_s + U * bm * Sh + ETA + (self.b_rad or 0.0)
+             + 2 * U * Lsum * (1 + U) + 2 * U * Lmax)
+        return inflate(D, 16)
+
+    def block(self, idx):
+        """(m, rho) for the rows idx, m over kept columns."""
+        inst = self.inst
+        l = inst.Q[idx] @ self.Kt
+        l *= inst.beta.mid
+        if self.b_mid is not None:
+            l += self.b_mid
+        bias = self.bias_rows(idx)
+        biasmax = 0.0
+        if bias is not None:
+            l += bias
+            biasmax = np.max(np.abs(bias), axis=1)
+        l -= np.max(l, axis=1, keepdims=True)
+        exp_nonpos(l, out=l)
+        Z = np.sum(l, axis=1, keepdims=True)
+        l /= Z
+        return l, self.delta(idx, biasmax) + self.rho_sm
+
+
+def _arb_block(inst, prep, idx):
+    """Arb reference route for rows idx: (m, rho)."""
+    kept = prep.kept
+    K = inst.K if kept is None else inst.K[kept]
+    Nk = K.shape[0]
+    m = np.empty((len(idx), Nk))
+    rho = np.empty(len(idx))
+    with flint.ctx.workprec(120):
+        Kt = flint.arb_mat(K.T.tolist())
+        S = flint.arb_mat(inst.Q[idx].tolist()) * Kt
+        w = None if inst.weights is None else (inst.weights if kept is None else inst.weights[kept])
+        logw = None if w is None else [flint.arb(x).log() for x in w.tolist()]
+        bias = prep.bias_rows(idx)
+        beta = inst.beta.ball
+        for a in range(len(idx)):
+            row = [beta * S[a, j] for j in range(Nk)]
+            if logw is not None:
+                row = [x + lw for x, lw in zip(row, logw)]
+            if bias is not None:
+                row = [x + float(bb) for x, bb in zip(row, bias[a].tolist())]
+            shift = flint.arb(max(float(x.mid()) for x in row))
+            e = [(x - shift).exp() for x in row]
+            Z = sum(e[1:], e[0])
+            tot = flint.arb(0)
+            for j, x in enumerate(e):
+                A = x / Z
+                mj = float(A.mid())
+                m[a, j] = mj
+                tot += abs(A - flint.arb(mj))
+            rho[a] = arb_up(tot)
+    return m, rho
+
+
+def enclose(inst, rows=None, route="fast", block=BLOCK):
+    """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
+    (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx."""
+    prep = _Prepared(inst)
+    rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
+    for s in range(0, len(rows), block):
+        idx = rows[s:s + block]
+        m, rho = prep.block(idx) if route == "fast" else _arb_block(inst, prep, idx)
+        if prep.kept is not None:
+            full = np.zeros((len(idx), inst.N))
+            full[:, prep.kept] = m
+            m = full
+        yield idx, m, rho
+
+
+def enclose_all(inst, rows=None, route="fast"):
+    parts = list(enclose(inst, rows, route))
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))

@@ -1,0 +1,44 @@
+"""Rule upper-covering — proofs/cover-rank.md (SPEC §9.2).
+
+Statement: with representatives R (row indices) and an assignment sigma(i) in R, if
+||A_i - A_sigma(i)||_1 <= eps for all i then r_eps(A) <= |R| (B_i := A_sigma(i)).
+
+Enclosure: ||A_i - A_s||_1 <= ||m_i - m_s||_1 + rho_i + rho_s; the float sum bounded by sum_up.
+Witness: representatives, assignment.
+"""
+import numpy as np
+
+from .common import indices, certainly_le
+from .fp import U as u, inflate, sum_up
+from .load import obj
+from .rows import enclose, enclose_all
+from .verdict import Malformed, Rejected
+
+
+def check(inst, claim, witness, base_dir, route):
+    w = obj(witness, "$.witness", ["representatives", "assignment"])
+    R = indices(w["representatives"], "$.witness.representatives", base_dir, inst.n)
+    sig = indices(w["assignment"], "$.witness.assignment", base_dir, inst.n, inst.n)
+    Rset = np.unique(R)
+    if len(Rset) != len(R):
+        raise Malformed("$.witness.representatives", "duplicate representative")
+    bad = ~np.isin(sig, Rset)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise Malformed(f"$.witness.assignment[{i}]", f"row {int(sig[i])} is not a representative")
+    if len(R) > claim.bound:
+        raise Rejected("upper-covering/size", f"{len(R)} representatives vs claimed bound {claim.bound}")
+    ridx, rm, rrho = enclose_all(inst, Rset, route)
+    pos = {int(r): t for t, r in enumerate(ridx.tolist())}
+    worst, worst_row = -1.0, -1
+    for idx, m, rho in enclose(inst, None, route):
+        t = np.array([pos[int(s)] for s in sig[idx]])
+        D = np.abs(m - rm[t])
+        err = inflate(sum_up(D, axis=1) * (1 + u) + rho + rrho[t], 4)
+        i = int(np.argmax(err))
+        if err[i] > worst:
+            worst, worst_row = float(err[i]), int(idx[i])
+    if not certainly_le(worst, claim.eps):
+        raise Rejected("upper-covering/row-distance",
+                       f"certified max_i ||A_i - A_sigma(i)||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")
+    return {"certified_max_row_error": worst, "representatives": int(len(R))}

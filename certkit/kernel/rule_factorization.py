@@ -1,0 +1,44 @@
+"""Rule upper-factorization — proofs/factor-rank.md (SPEC §9.1).
+
+Statement: if B = U V^T exactly (U: n x k, V: N x k, the exact product of the stored binary64
+factors) and max_i ||A_i - B_i||_1 <= eps, then r_eps(A) <= k.
+
+Enclosure: ||A_i - B_i||_1 <= ||m_i - B_i||_1 + rho_i (row enclosure), and with B^ = fl(U V^T),
+|B^ - B| <= gamma_k |U||V|^T + k eta, whose row sums are gamma_k (|U| (|V|^T 1))_i + N k eta;
+sum_j |m_ij - B^_ij| <= (1 + u) fl-sum, bounded by sum_up.  Witness: U, V.
+"""
+from fractions import Fraction
+
+import numpy as np
+
+from .common import certainly_le
+from .fp import U as u, ETA, gamma, inflate, sum_up
+from .load import array, obj
+from .rows import enclose
+from .verdict import Rejected
+
+
+def check(inst, claim, witness, base_dir, route):
+    w = obj(witness, "$.witness", ["U", "V"])
+    Uf = array(w["U"], "$.witness.U", base_dir, (inst.n, None))
+    k = Uf.shape[1]
+    V = array(w["V"], "$.witness.V", base_dir, (inst.N, k))
+    if k > claim.bound:
+        raise Rejected("upper-factorization/width", f"factors have k = {k} columns vs claimed bound {claim.bound}")
+    Vt = np.ascontiguousarray(V.T)
+    colabs = sum_up(np.abs(V), axis=0)                          # >= sum_j |V_jl|
+    W = inflate(sum_up(np.abs(Uf) * colabs, axis=1), 2)         # >= (|U||V|^T 1)_i
+    gk = gamma(max(k, 1))
+    worst, worst_row = -1.0, -1
+    for idx, m, rho in enclose(inst, None, route):
+        B = Uf[idx] @ Vt
+        np.subtract(m, B, out=B)
+        np.abs(B, out=B)
+        err = inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8)
+        i = int(np.argmax(err))
+        if err[i] > worst:
+            worst, worst_row = float(err[i]), int(idx[i])
+    if not certainly_le(worst, claim.eps):
+        raise Rejected("upper-factorization/row-error",
+                       f"certified max_i ||A_i - B_i||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")
+    return {"certified_max_row_error": worst, "rank_of_factors_at_most": k}

@@ -1,0 +1,54 @@
+"""Verified singular values (proofs/verified-svd.md; NUMERICS §4, INTLAB style).
+
+For X (m x n, m >= n) and a float thin SVD U, s, V with alpha_U >= ||U^T U - I||_2,
+alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:
+
+    (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V).
+
+2-norms are bounded by Frobenius norms; the rounding of each float product fl(AB) by
+gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B||_F + ...
+"""
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from .fp import U as u, ETA, gamma, inflate, sum_up, arb_up, arb_down
+
+
+def _fro_up(A):
+    return inflate(float(np.sqrt(sum_up(A * A))), 2)
+
+
+def singular_value_bounds(X):
+    """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted."""
+    if X.shape[0] < X.shape[1]:
+        X = X.T
+    m, n = X.shape
+    Uf, s, Vt = np.linalg.svd(X, full_matrices=False)
+    V = Vt.T
+    I = np.eye(n)
+
+    def ortho_defect(W, k):
+        G = W.T @ W - I
+        fw = _fro_up(W)
+        return inflate(_fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
+
+    aU, aV = ortho_defect(Uf, m), ortho_defect(V, n)
+    XV = X @ V
+    Us = Uf * s
+    R = XV - Us
+    rho = inflate(_fro_up(R) * (1 + u) + gamma(n) * _fro_up(X) * _fro_up(V)
+                  + np.sqrt(m * n) * n * ETA + u * _fro_up(Us) + np.sqrt(m * n) * ETA, 6)
+    if not (aU < 0.5 and aV < 0.5):
+        raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2)")
+    lo, hi = np.empty(n), np.empty(n)
+    with flint.ctx.workprec(80):
+        AU, AV, R_ = flint.arb(aU), flint.arb(aV), flint.arb(rho)
+        up_f = (1 + AU).sqrt() / (1 - AV).sqrt()
+        lo_f = (1 - AU).sqrt() / (1 + AV).sqrt()
+        for i, si in enumerate(s.tolist()):
+            S = flint.arb(si)
+            hi[i] = arb_up(up_f * S + R_ / (1 - AV).sqrt())
+            lo[i] = max(0.0, arb_down(lo_f * S - R_ / (1 + AV).sqrt()))
+    return lo, hi

@@ -1,0 +1,42 @@
+"""Verdicts: the user-facing contract of the kernel.
+
+VERIFIED / REJECTED / MALFORMED / UNSUPPORTED, exit codes 0/1/2/3; 4 is an internal error
+(a kernel bug), never reported as REJECTED.  Only kernel.check() builds a Verdict.
+"""
+from dataclasses import dataclass, field
+
+EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3, "INTERNAL-ERROR": 4}
+
+
+class Malformed(Exception):
+    """The certificate is not a well-formed format-1.0 document: JSON path + what is wrong."""
+
+    def __init__(self, path, what):
+        super().__init__(f"{path}: {what}")
+        self.path, self.what = path, what
+
+
+class Unsupported(Exception):
+    """A well-formed document this checker does not read (version, kind)."""
+
+
+class Rejected(Exception):
+    """A recomputed enclosure does not certainly support the claim: step/rule + both numbers."""
+
+    def __init__(self, step, detail):
+        super().__init__(f"{step}: {detail}")
+        self.step, self.detail = step, detail
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str            # one of EXIT's keys
+    message: str           # canonical claim (VERIFIED) or the located reason
+    details: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self):
+        return EXIT[self.status]
+
+    def line(self):
+        return f"{self.status:<12}{self.message}"
