@@ -1,0 +1,159 @@
+"""certkit command line: a thin layer over the kernel and the producers.
+
+  certkit verify CERT.json...   VERIFIED / REJECTED / MALFORMED / UNSUPPORTED (exit 0/1/2/3; 4 internal)
+  certkit show CERT.json        the canonical claim, without checking
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+from . import __version__
+
+DESCRIPTION = """certkit: machine-checkable certificates for the approximation rank of softmax attention,
+r_eps(A) = min{ rank B : max_i ||A_i - B_i||_1 <= eps },  A = row-softmax(beta Q K^T)."""
+
+
+def _verify(args):
+    from .kernel import check, EXIT
+    paths = list(args.certificates)
+    code = 0
+    if args.manifest:
+        bad = _check_manifest(args.manifest)
+        if bad:
+            for line in bad:
+                print(f"MALFORMED   {line}")
+            code = EXIT["MALFORMED"]
+    results = []
+    tty = sys.stderr.isatty() and len(paths) > 1
+    t0 = time.perf_counter()
+    for i, p in enumerate(paths, 1):
+        if tty:
+            print(f"\r[{i}/{len(paths)}] {os.path.basename(p)[:50]:<50}", end="", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        v = check(p, route=args.route)
+        dt = time.perf_counter() - t
+        if tty:
+            print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
+        if args.json:
+            results.append({"file": p, "verdict": v.status, "message": v.message, "seconds": round(dt, 4),
+                            "details": v.details})
+        else:
+            if v.status != "VERIFIED":
+                print(f"{p}: {v.status.lower()} ({dt:.2f} s)", file=sys.stderr)
+            print(f"{v.line()}  ({os.path.basename(p)})")
+        code = max(code, v.exit_code)
+    if args.json:
+        json.dump(results, sys.stdout, indent=1, default=str)
+        print()
+    if len(paths) > 1:
+        counts = {}
+        for r in ([r["verdict"] for r in results] if args.json else []):
+            counts[r] = counts.get(r, 0) + 1
+        print(f"{len(paths)} certificate(s) checked in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    return code
+
+
+def _check_manifest(path):
+    """Lines 'sha256  name' (sha256sum format), names relative to the manifest."""
+    bad = []
+    base = os.path.dirname(os.path.abspath(path))
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        return [f"{path}: cannot read manifest: {e.strerror}"]
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2 or len(parts[0]) != 64:
+            bad.append(f"{path}:{n}: not a 'sha256  file' line")
+            continue
+        sha, name = parts[0], parts[1].strip().lstrip("*")
+        try:
+            got = hashlib.sha256(open(os.path.join(base, name), "rb").read()).hexdigest()
+        except OSError as e:
+            bad.append(f"{path}:{n}: {name}: {e.strerror}")
+            continue
+        if got != sha:
+            bad.append(f"{path}:{n}: {name}: sha256 {got} does not match the manifest's {sha}")
+    return bad
+
+
+def _show(args):
+    from .kernel.load import read_json, header, claim
+    from .kernel.verdict import Malformed, Unsupported
+    try:
+        doc, sha = read_json(args.certificate)
+        kind = header(doc)
+        c = claim(doc, kind)
+    except Malformed as e:
+        print(f"MALFORMED   {e.path}: {e.what}")
+        return 2
+    except Unsupported as e:
+        print(f"UNSUPPORTED {e}")
+        return 3
+    inst = doc["instance"]
+
+    def shape(x):
+        if isinstance(x, dict):
+            return "×".join(map(str, x.get("shape", []))) + f" ({x.get('file')})"
+        if isinstance(x, list):
+            return f"{len(x)}×{len(x[0]) if x and isinstance(x[0], list) else 1} (inline)"
+        return "?"
+    print(f"claim       {c.text()}")
+    print(f"kind        {kind}")
+    print(f"assumptions {', '.join(doc['assumptions'])}")
+    print(f"beta        {json.dumps(inst.get('beta'))}")
+    print(f"queries     {shape(inst.get('queries'))}")
+    print(f"keys        {shape(inst.get('keys'))}")
+    for k in ("column_weights", "logit_bias"):
+        if k in inst:
+            print(f"{k:<11} {shape(inst[k])}")
+    print(f"witness     {', '.join(sorted(doc['witness'])) if isinstance(doc['witness'], dict) else '?'}")
+    if "provenance" in doc:
+        print(f"provenance  {json.dumps(doc['provenance'])}")
+    print(f"sha256      {sha}")
+    print("(not checked: run certkit verify)")
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="certkit", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"certkit {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    v = sub.add_parser("verify", help="check certificates with the trusted kernel",
+                       description="Check rank certificates. One stdout line per file: VERIFIED <claim> [...], "
+                                   "REJECTED <step>: <recomputed> vs <claimed>, MALFORMED <JSON path>: <problem>, "
+                                   "or UNSUPPORTED <what>. Exit status: 0 all VERIFIED, 1 some REJECTED, "
+                                   "2 some MALFORMED, 3 some UNSUPPORTED, 4 internal error (the largest wins).")
+    v.add_argument("certificates", nargs="+", metavar="CERT.json")
+    v.add_argument("--route", choices=("fast", "arb"), default="fast",
+                   help="fast: float64 mid-rad with proven error bounds (default); "
+                        "arb: Arb ball arithmetic row by row (reference; slow for large heads)")
+    v.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")
+    v.add_argument("--json", action="store_true", help="machine-readable results on stdout")
+    v.set_defaults(func=_verify)
+    s = sub.add_parser("show", help="print a certificate's canonical claim without checking it")
+    s.add_argument("certificate", metavar="CERT.json")
+    s.set_defaults(func=_show)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if not getattr(args, "func", None):
+        build_parser().print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The published certificate corpus (data/certificates) and its sha256 manifest.
+
+    python -m certkit.corpus data/certificates
+
+Synthetic heads of several sizes, every kind of format 1.0, both bound directions; arrays
+above the inline limit go to .npy sidecars.  Deterministic: a rerun writes identical bytes.
+Every certificate written is checked by the kernel before it is kept.
+"""
+import hashlib
+import os
+import sys
+from fractions import Fraction
+
+import numpy as np
+
+from . import synthetic
+from .kernel import check
+from .search import basic, writer
+
+
+def beta_float(beta):
+    """A float near beta (for the untrusted search only)."""
+    if isinstance(beta, tuple):
+        return float(beta[1]) / float(beta[2]) ** 0.5 if beta[0] == "over_sqrt" else float(beta[1])
+    return float(beta)
+
+
+def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
+    """Search (untrusted, on float attention) and write a certificate of `kind` for head h."""
+    A = synthetic.attention(dict(h, beta=beta_float(h["beta"])))
+    e = float(eps)
+    if kind == "upper-factorization":
+        k, U, V = basic.svd_factor(A, e)
+        wit, bound = {"U": (U, "float"), "V": (V, "float")}, k
+    elif kind == "upper-covering":
+        reps, asg = basic.greedy_cover(A, e)
+        wit, bound = {"representatives": (reps, "int"), "assignment": (asg, "int")}, len(reps)
+    elif kind in ("lower-decoding-margin", "lower-decoding-inverse-norm"):
+        msgs, cells = basic.peaked_decoding(A, e)
+        wit, bound = {"messages": (msgs, "int"), "cells": (cells, "int")}, len(msgs)
+    elif kind == "lower-frobenius-tail":
+        wit, bound = {}, basic.frobenius_bound(A, e)
+    else:
+        raise ValueError(kind)
+    prov = {"producer": "certkit.corpus", "family": h["family"], "n": int(h["Q"].shape[0]),
+            "N": int(h["K"].shape[0]), "d": int(h["Q"].shape[1])}
+    if bound == 0:
+        raise ValueError(f"{path}: the search found no {kind} certificate")
+    return writer.certificate(path, kind, bound, eps, h, wit, provenance=prov, inline_limit=inline_limit)
+
+
+# (name, family, n, d, beta, eps, kind, extras)
+PUBLISHED = [
+    ("gauss-n32-factor", "gaussian", 32, 8, Fraction(2), Fraction(1, 4), "upper-factorization", {}),
+    ("gauss-n64-factor", "gaussian", 64, 16, Fraction(4), Fraction(3, 20), "upper-factorization", {}),
+    ("gauss-n256-d64-factor", "gaussian", 256, 64, ("over_sqrt", 32, 64), Fraction(7, 20), "upper-factorization", {}),
+    ("clustered-n48-cover", "clustered", 48, 8, Fraction(3), Fraction(7, 20), "upper-covering", {}),
+    ("clustered-n64-weights-factor", "clustered", 64, 8, Fraction(2), Fraction(1, 4), "upper-factorization", {"weights": True}),
+    ("gauss-n48-bias-factor", "gaussian", 48, 8, ("interval", Fraction(1999999, 1000000), Fraction(2000001, 1000000)), Fraction(1, 4), "upper-factorization", {"bias": True}),
+    ("perm-n40-margin", "near-permutation", 40, 8, Fraction(30), Fraction(1, 4), "lower-decoding-margin", {}),
+    ("perm-n128-margin", "near-permutation", 128, 16, Fraction(40), Fraction(7, 20), "lower-decoding-margin", {}),
+    ("perm-n40-inverse", "near-permutation", 40, 8, Fraction(12), Fraction(1, 4), "lower-decoding-inverse-norm", {}),
+    ("perm-n64-frobenius", "near-permutation", 64, 16, Fraction(20), Fraction(3, 20), "lower-frobenius-tail", {}),
+    ("keyonly-n32-factor", "key-only", 32, 8, Fraction(5), Fraction(3, 20), "upper-factorization", {}),
+]
+
+
+def head_for(family, n, d, beta, extras, seed=0):
+    h = synthetic.head(family, n, d, seed=seed)
+    h["beta"] = beta
+    rng = np.random.default_rng(seed + 1)
+    if extras.get("weights"):
+        w = rng.integers(1, 4, h["K"].shape[0]).astype(float)
+        w[rng.random(len(w)) < 0.2] = 0.0                  # padding: dropped columns
+        h["weights"] = w
+    if extras.get("bias"):
+        h["bias"] = np.round(rng.standard_normal((n, h["K"].shape[0])) * 2 ** 20) / 2 ** 30
+    return h
+
+
+def write_manifest(outdir):
+    files = sorted(f for f in os.listdir(outdir) if f.endswith((".json", ".npy")))
+    with open(os.path.join(outdir, "MANIFEST.sha256"), "w") as f:
+        for name in files:
+            f.write(f"{hashlib.sha256(open(os.path.join(outdir, name), 'rb').read()).hexdigest()}  {name}\n")
+
+
+def build(outdir, entries=PUBLISHED):
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+    for name, fam, n, d, beta, eps, kind, extras in entries:
+        path = produce(os.path.join(outdir, name + ".json"), kind, head_for(fam, n, d, beta, extras), eps)
+        v = check(path)
+        if v.status != "VERIFIED":
+            raise SystemExit(f"{path}: {v.line()}")
+        written.append(path)
+    write_manifest(outdir)
+    return written
+
+
+if __name__ == "__main__":
+    out = sys.argv[1] if len(sys.argv) > 1 else "data/certificates"
+    for p in build(out):
+        print(p)
