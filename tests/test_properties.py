@@ -1,0 +1,186 @@
+"""Property tests that state the mathematics the kernel relies on (SPEC §1.2, §2, §8, NUMERICS §3-4).
+
+References are Arb at >= 200 bits or mpmath at 60 digits (for the non-rigorous lemmas), never the
+code under test."""
+import math
+from fractions import Fraction
+
+import flint
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, assume, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from certkit.kernel.expo import exp_nonpos, EXP_REL, EXP_ABS
+from certkit.kernel.fp import arb_of
+from certkit.kernel.svd import singular_value_bounds
+
+finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False)
+
+
+def mat(rows, cols, elems=finite):
+    return arrays(np.float64, (rows, cols), elements=elems)
+
+
+# ---------------------------------------------------------------- Lemma 1.1
+@given(st.integers(1, 5), st.integers(1, 6), st.data(), st.sampled_from([1, 2, np.inf]))
+def test_operator_identity_row_l1_is_worst_output_error(n, N, data, p):
+    """max_i ||D_i||_1 = sup over v_j in E with ||v_j|| <= 1 of max_i ||sum_j D_ij v_j||, in the
+    l1, l2 and l-inf norms of R^3; attained at v_j = sign(D_{i*j}) e."""
+    D = data.draw(mat(n, N))
+    lhs = np.abs(D).sum(axis=1).max()
+    V = data.draw(mat(N, 3, st.floats(-1, 1)))
+    V /= np.maximum(1.0, np.linalg.norm(V, ord=p, axis=1, keepdims=True))
+    out = np.linalg.norm(D @ V, ord=p, axis=1).max()
+    assert out <= lhs * (1 + 1e-12) + 1e-12
+    i = int(np.argmax(np.abs(D).sum(axis=1)))
+    e = np.array([1.0, 0.0, 0.0])
+    Vs = np.sign(D[i])[:, None] * e[None, :]
+    assert math.isclose(np.linalg.norm(D[i] @ Vs, ord=p), lhs, rel_tol=1e-12, abs_tol=1e-12)
+
+
+# ---------------------------------------------------------------- Pinsker, Cohen–Fausti
+def _mp_softmax(x):
+    m = max(x)
+    e = [mpmath.exp(v - m) for v in x]
+    Z = mpmath.fsum(e)
+    return [v / Z for v in e]
+
+
+probs = st.lists(st.floats(0.01, 1.0), min_size=2, max_size=8)
+
+
+@given(probs, st.data())
+def test_pinsker(p, data):
+    mpmath.mp.dps = 50
+    q = data.draw(st.lists(st.floats(0.01, 1.0), min_size=len(p), max_size=len(p)))
+    P = [mpmath.mpf(v) / mpmath.fsum(p) for v in p]
+    Q = [mpmath.mpf(v) / mpmath.fsum(q) for v in q]
+    kl = mpmath.fsum(a * mpmath.log(a / b) for a, b in zip(P, Q))
+    assert mpmath.fsum(abs(a - b) for a, b in zip(P, Q)) <= mpmath.sqrt(2 * kl) + mpmath.mpf(10) ** -40
+
+
+@given(st.lists(st.floats(-50, 50), min_size=2, max_size=8), st.data())
+def test_cohen_fausti(x, data):
+    """||softmax(x + h) - softmax(x)||_1 <= 2 tanh(osc(h)/4)  (SPEC Cor. 2.2)."""
+    mpmath.mp.dps = 60
+    h = data.draw(st.lists(st.floats(-20, 20), min_size=len(x), max_size=len(x)))
+    a, b = _mp_softmax([mpmath.mpf(v) + mpmath.mpf(w) for v, w in zip(x, h)]), _mp_softmax([mpmath.mpf(v) for v in x])
+    lhs = mpmath.fsum(abs(s - t) for s, t in zip(a, b))
+    rhs = 2 * mpmath.tanh((mpmath.mpf(max(h)) - mpmath.mpf(min(h))) / 4)
+    assert lhs <= rhs * (1 + mpmath.mpf(10) ** -40) + mpmath.mpf(10) ** -50
+
+
+@pytest.mark.parametrize("H", [0.01, 1.0, 7.5, 40.0])
+def test_cohen_fausti_sharp_pair(H):
+    """Equality at J = {1,2}, x = (0, H/2), h = (H, 0)."""
+    mpmath.mp.dps = 60
+    H = mpmath.mpf(H)
+    a, b = _mp_softmax([H, H / 2]), _mp_softmax([mpmath.mpf(0), H / 2])
+    lhs = mpmath.fsum(abs(s - t) for s, t in zip(a, b))
+    assert abs(lhs - 2 * mpmath.tanh(H / 4)) < mpmath.mpf(10) ** -50
+
+
+# ---------------------------------------------------------------- the kernel's exp
+SPECIAL = [0.0, -0.0, -2.0 ** -40, -2.0 ** -1074, -2.0 ** -1022, -5e-324, -1e-300, -0.5 * math.log(2),
+           -math.log(2), -708.3964185322641, -709.0, -744.44, -745.1332191019411, -745.5, -746.0, -800.0, -1e300]
+
+
+def _exp_contains(y):
+    E = exp_nonpos(np.array(y, dtype=np.float64))
+    with flint.ctx.workprec(220):
+        for yi, ei in zip(np.atleast_1d(y).tolist(), np.atleast_1d(E).tolist()):
+            true = flint.arb(yi).exp()
+            bound = flint.arb(EXP_REL) * true + flint.arb(EXP_ABS)
+            assert abs(flint.arb(ei) - true) < bound, (yi, ei)
+
+
+def test_exp_special_points():
+    _exp_contains(SPECIAL)
+
+
+@given(arrays(np.float64, 64, elements=st.floats(-745.5, 0.0)))
+def test_exp_inclusion_principle(y):
+    _exp_contains(y)
+
+
+@given(arrays(np.float64, 32, elements=st.floats(-1e-300, 0.0) | st.floats(-2.0 ** -30, 0.0) | st.floats(-760, -700)))
+def test_exp_inclusion_tiny_and_underflow(y):
+    _exp_contains(y)
+
+
+def test_exp_enclosure_is_not_mpmath_iv():
+    """NUMERICS §1: mpmath's iv.exp(2^-40) misses e^(2^-40); ours must contain e^(-2^-40) and
+    e^(-x) around it."""
+    _exp_contains([-2.0 ** -40, -(2.0 ** -40) * (1 + 2.0 ** -30)])
+
+
+# ---------------------------------------------------------------- softmax enclosures
+@st.composite
+def heads(draw):
+    n, N, d = draw(st.integers(1, 6)), draw(st.integers(1, 7)), draw(st.integers(1, 4))
+    Q = draw(mat(n, d, st.floats(-3, 3)))
+    K = draw(mat(N, d, st.floats(-3, 3)))
+    beta = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7), Fraction(300), Fraction(10 ** 4)]))
+    return Q, K, beta
+
+
+@given(heads())
+def test_fast_route_encloses_attention(h):
+    """||A_i - m_i||_1 <= rho_i with A from Arb at 200 bits, logits up to ~1e5 apart."""
+    from certkit.kernel.load import Instance, beta as read_beta
+    from certkit.kernel.rows import enclose_all
+    from certkit.search.writer import numeral
+    Q, K, b = h
+    inst = Instance(read_beta(numeral(b), "$"), Q, K, None, None)
+    _, m, rho = enclose_all(inst, None, "fast")
+    with flint.ctx.workprec(200):
+        S = flint.arb_mat(Q.tolist()) * flint.arb_mat(K.T.tolist())
+        for i in range(Q.shape[0]):
+            L = [arb_of(b) * S[i, j] for j in range(K.shape[0])]
+            c = L[0]
+            e = [(x - c).exp() for x in L]
+            Z = sum(e[1:], e[0])
+            tot = sum((abs(x / Z - flint.arb(float(mm))) for x, mm in zip(e, m[i].tolist())), flint.arb(0))
+            assert tot < flint.arb(float(rho[i])), (i, tot, rho[i])
+
+
+# ---------------------------------------------------------------- verified singular values
+@given(st.integers(1, 6), st.integers(1, 6), st.data())
+def test_verified_singular_values_contain_arb_eigenvalues(m, n, data):
+    X = data.draw(mat(m, n, st.floats(-5, 5)))
+    lo, hi = singular_value_bounds(X)
+    A = flint.arb_mat(X.tolist())
+    gram = A.transpose() * A if m >= n else A * A.transpose()
+    with flint.ctx.workprec(256):
+        try:
+            ev = [e.real for e in flint.acb_mat(gram).eig()]
+        except (ValueError, ZeroDivisionError):
+            assume(False)
+    # the true sigma_i^2 lies in an Arb ball and (claimed) in [lo_i^2, hi_i^2]: they must meet
+    ev.sort(key=lambda e: -float(e.mid()))
+    for i, e in enumerate(ev[:len(lo)]):
+        assert not (e > flint.arb(hi[i]) ** 2), (i, e, hi[i])
+        assert not (e < flint.arb(lo[i]) ** 2), (i, e, lo[i])
+
+
+# ---------------------------------------------------------------- Lemma 8.1 / 8.2 (mathematics)
+@given(st.integers(2, 6), st.data())
+def test_margin_lemma_perturbations_keep_full_rank(M, data):
+    """If margin_a(T) > eps for all a, every E with row-l1 <= eps leaves T + E nonsingular."""
+    T = np.eye(M) * 0.9 + data.draw(mat(M, M, st.floats(0, 0.1 / M)))
+    margin = 2 * np.diag(T) - np.abs(T).sum(axis=1)
+    eps = 0.999 * margin.min()
+    E = data.draw(mat(M, M, st.floats(-1, 1)))
+    E *= eps / np.maximum(np.abs(E).sum(axis=1, keepdims=True), 1e-300)
+    assert np.linalg.matrix_rank(T + E) == M
+
+
+def test_varah_bound_margin_implies_inverse_norm():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        M = rng.integers(2, 8)
+        T = np.eye(M) + rng.uniform(-0.4 / M, 0.4 / M, (M, M))
+        margin = (2 * np.abs(np.diag(T)) - np.abs(T).sum(axis=1)).min()
+        assert np.abs(np.linalg.inv(T)).sum(axis=1).max() <= 1 / margin * (1 + 1e-12)
