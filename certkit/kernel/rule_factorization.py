@@ -18,13 +18,9 @@ from .rows import enclose
 from .verdict import Rejected
 
 
-def check(inst, claim, witness, base_dir, route):
-    w = obj(witness, "$.witness", ["U", "V"])
-    Uf = array(w["U"], "$.witness.U", base_dir, (inst.n, None))
+def max_row_error(inst, Uf, V, route="fast"):
+    """(e, i): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1 and the row attaining it."""
     k = Uf.shape[1]
-    V = array(w["V"], "$.witness.V", base_dir, (inst.N, k))
-    if k > claim.bound:
-        raise Rejected("upper-factorization/width", f"factors have k = {k} columns vs claimed bound {claim.bound}")
     Vt = np.ascontiguousarray(V.T)
     colabs = sum_up(np.abs(V), axis=0)                          # >= sum_j |V_jl|
     W = inflate(sum_up(np.abs(Uf) * colabs, axis=1), 2)         # >= (|U||V|^T 1)_i
@@ -38,6 +34,17 @@ def check(inst, claim, witness, base_dir, route):
         i = int(np.argmax(err))
         if err[i] > worst:
             worst, worst_row = float(err[i]), int(idx[i])
+    return worst, worst_row
+
+
+def check(inst, claim, witness, base_dir, route):
+    w = obj(witness, "$.witness", ["U", "V"])
+    Uf = array(w["U"], "$.witness.U", base_dir, (inst.n, None))
+    k = Uf.shape[1]
+    V = array(w["V"], "$.witness.V", base_dir, (inst.N, k))
+    if k > claim.bound:
+        raise Rejected("upper-factorization/width", f"factors have k = {k} columns vs claimed bound {claim.bound}")
+    worst, worst_row = max_row_error(inst, Uf, V, route)
     if not certainly_le(worst, claim.eps):
         raise Rejected("upper-factorization/row-error",
                        f"certified max_i ||A_i - B_i||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")
