@@ -122,28 +122,40 @@ def heads(draw):
     n, N, d = draw(st.integers(1, 6)), draw(st.integers(1, 7)), draw(st.integers(1, 4))
     Q = draw(mat(n, d, st.floats(-3, 3)))
     K = draw(mat(N, d, st.floats(-3, 3)))
-    beta = draw(st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(7), Fraction(300), Fraction(10 ** 4)]))
-    return Q, K, beta
+    beta = draw(st.sampled_from(["0", "1/3", "7", "300", "10000", ["over_sqrt", "1", "32"],
+                                 ["interval", "299/100", "301/100"]]))
+    w = draw(st.none() | arrays(np.float64, N, elements=st.sampled_from([0.0, 0.5, 1.0, 3.0, 1e-30, 1e30])))
+    if w is not None and not np.any(w > 0):
+        w[0] = 2.0
+    bias = draw(st.none() | mat(n, N, st.floats(-40, 40)))
+    return Q, K, beta, w, bias
 
 
 @given(heads())
 def test_fast_route_encloses_attention(h):
-    """||A_i - m_i||_1 <= rho_i with A from Arb at 200 bits, logits up to ~1e5 apart."""
+    """||A_i - m_i||_1 <= rho_i with A from Arb at 200 bits for every beta in the stated set,
+    with column weights (zeros = dropped), logit bias, logits up to ~1e5 apart."""
     from certkit.kernel.load import Instance, beta as read_beta
     from certkit.kernel.rows import enclose_all
-    from certkit.search.writer import numeral
-    Q, K, b = h
-    inst = Instance(read_beta(numeral(b), "$"), Q, K, None, None)
+    Q, K, b, w, bias = h
+    B = read_beta(b if isinstance(b, str) else {b[0]: b[1:]}, "$")
+    inst = Instance(B, Q, K, w, bias)
     _, m, rho = enclose_all(inst, None, "fast")
     with flint.ctx.workprec(200):
         S = flint.arb_mat(Q.tolist()) * flint.arb_mat(K.T.tolist())
-        for i in range(Q.shape[0]):
-            L = [arb_of(b) * S[i, j] for j in range(K.shape[0])]
-            c = L[0]
-            e = [(x - c).exp() for x in L]
-            Z = sum(e[1:], e[0])
-            tot = sum((abs(x / Z - flint.arb(float(mm))) for x, mm in zip(e, m[i].tolist())), flint.arb(0))
-            assert tot < flint.arb(float(rho[i])), (i, tot, rho[i])
+        kept = range(K.shape[0]) if w is None else [j for j in range(K.shape[0]) if w[j] > 0]
+        for bpt in {B.lo, B.hi}:                      # both ends of the set
+            for i in range(Q.shape[0]):
+                L = {j: arb_of(bpt) * S[i, j] + (0 if w is None else flint.arb(float(w[j])).log())
+                     + (0 if bias is None else flint.arb(float(bias[i, j]))) for j in kept}
+                c = next(iter(L.values()))
+                e = {j: (x - c).exp() for j, x in L.items()}
+                Z = sum(e.values(), flint.arb(0))
+                tot = flint.arb(0)
+                for j in range(K.shape[0]):
+                    a = e[j] / Z if j in e else flint.arb(0)
+                    tot += abs(a - flint.arb(float(m[i, j])))
+                assert tot < flint.arb(float(rho[i])), (i, tot, rho[i])
 
 
 # ---------------------------------------------------------------- verified singular values

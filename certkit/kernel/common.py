@@ -60,5 +60,12 @@ class Decoder:
 
 
 def certainly_le(x, eps):
-    """x (float, a proven upper bound) <= eps (Fraction), decided exactly."""
-    return Fraction(float(x)) <= eps
+    """x (float, a proven upper bound) <= eps (Fraction), decided exactly; NaN/inf: False."""
+    return bool(np.isfinite(x)) and Fraction(float(x)) <= eps
+
+
+def finite(x, step):
+    """Reject (never verify) on a NaN or inf produced by overflow in a float step."""
+    if not np.all(np.isfinite(x)):
+        raise Rejected(step, "non-finite intermediate value (overflow in float arithmetic)")
+    return x

@@ -20,6 +20,7 @@ import numpy as np
 
 from .expo import exp_nonpos, EXP_REL, EXP_ABS, CLAMP
 from .fp import U, ETA, gamma, inflate, float_up, arb_up, arb_of
+from .verdict import Rejected
 
 BLOCK = 256
 
@@ -44,8 +45,9 @@ class _Prepared:
         self.Nk = K.shape[0]
         d = inst.Q.shape[1]
         self.d = d
-        self.Kmax = inflate(float(np.sqrt(np.max(np.einsum("ij,ij->i", K, K)))), 3 * d)
-        self.Qn = inflate(np.sqrt(np.einsum("ij,ij->i", inst.Q, inst.Q)), 3 * d)
+        # norms rounded up; inflate's absolute term also covers squares that underflow
+        self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * d))), 2)
+        self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * d)), 2)
         self.b_mid = self.b_rad = None
         self.bmax = 0.0
         if inst.weights is not None:
@@ -141,6 +143,8 @@ def enclose(inst, rows=None, route="fast", block=BLOCK):
     for s in range(0, len(rows), block):
         idx = rows[s:s + block]
         m, rho = prep.block(idx) if route == "fast" else _arb_block(inst, prep, idx)
+        if not (np.all(np.isfinite(m)) and np.all(np.isfinite(rho))):
+            raise Rejected("enclosure", "non-finite value in the row enclosure (overflow)")
         if prep.kept is not None:
             full = np.zeros((len(idx), inst.N))
             full[:, prep.kept] = m

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .common import Decoder, indices
+from .common import Decoder, indices, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import obj
 from .rows import enclose_all
@@ -71,7 +71,8 @@ def check_inverse_norm(inst, claim, witness, base_dir, route):
     Tabs = sum_up(np.abs(T), axis=1)
     prod_err = inflate(gamma(M) * sum_up(absX * Tabs, axis=1) + M * M * ETA, 3)
     res = inflate(sum_up(np.abs(R), axis=1) * (1 + u) + prod_err, 2)     # rows of |I - X T^|
-    Xn = float(np.max(sum_up(absX, axis=1)))
+    finite(res, "lower-decoding-inverse-norm/residual")
+    Xn = float(finite(np.max(sum_up(absX, axis=1)), "lower-decoding-inverse-norm/norm"))
     alpha = Fraction(float(np.max(res))) + Fraction(Xn) * Fraction(float(np.max(e)))
     if not alpha < 1:
         raise Rejected("lower-decoding-inverse-norm/alpha",

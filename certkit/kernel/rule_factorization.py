@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .common import certainly_le
+from .common import certainly_le, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj
 from .rows import enclose
@@ -30,7 +30,8 @@ def max_row_error(inst, Uf, V, route="fast"):
         B = Uf[idx] @ Vt
         np.subtract(m, B, out=B)
         np.abs(B, out=B)
-        err = inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8)
+        err = finite(inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8),
+                     "upper-factorization/row-error")
         i = int(np.argmax(err))
         if err[i] > worst:
             worst, worst_row = float(err[i]), int(idx[i])

@@ -14,8 +14,8 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .common import Decoder, indices
-from .fp import gamma, inflate, sum_up, arb_of
+from .common import Decoder, indices, finite
+from .fp import ETA, gamma, inflate, sum_up, arb_of
 from .load import obj
 from .rows import enclose_all
 from .svd import singular_value_bounds
@@ -43,8 +43,10 @@ def check(inst, claim, witness, base_dir, route):
         except (ArithmeticError, np.linalg.LinAlgError) as ex:
             raise Rejected("lower-frobenius-tail/svd", str(ex)) from None
         sig_hi = sig_hi[:M - 1]
-    fro2 = np.sum(C * C)
-    fro2_lo = Fraction(float(fro2)) * (1 - 2 * Fraction(gamma(C.size + 2)))
+    fro2 = finite(np.sum(C * C), "lower-frobenius-tail/norm")
+    finite(sig_hi, "lower-frobenius-tail/svd")
+    # squares that underflow lose at most eta/2 each
+    fro2_lo = Fraction(float(fro2)) * (1 - 2 * Fraction(gamma(C.size + 2))) - C.size * Fraction(ETA)
     D = inflate(float(np.sqrt(sum_up(e * e))), 2)
     with flint.ctx.workprec(100):
         top = sum((arb_of(Fraction(s)) ** 2 for s in sig_hi.tolist()), flint.arb(0))

@@ -1,0 +1,218 @@
+"""The JSON Schema of certificate format 1.0 agrees with the strict reader (certkit/kernel/load.py)."""
+import copy
+import glob
+import json
+import os
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from certkit.kernel.load import KINDS, header, claim, instance
+from certkit.kernel.numerals import parse_numeral
+from certkit.kernel.verdict import Malformed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCHEMA_PATH = os.path.join(ROOT, "certkit", "format", "certificate-1.0.schema.json")
+CERT_DIR = os.path.join(ROOT, "data", "certificates")
+CERTS = sorted(glob.glob(os.path.join(CERT_DIR, "*.json")))
+
+
+@pytest.fixture(scope="module")
+def schema():
+    with open(SCHEMA_PATH) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def validator(schema):
+    return Draft202012Validator(schema)
+
+
+def load(name):
+    with open(os.path.join(CERT_DIR, name)) as f:
+        return json.load(f)
+
+
+def reader_verdict(doc):
+    """None if the structural reader (header, claim, instance) accepts doc, else the Malformed."""
+    try:
+        kind = header(doc)
+        claim(doc, kind)
+        instance(doc, CERT_DIR)
+    except Malformed as e:
+        return e
+    return None
+
+
+def test_schema_is_valid_2020_12(schema):
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    Draft202012Validator.check_schema(schema)
+
+
+def test_corpus_present():
+    assert CERTS, "no certificates in data/certificates"
+
+
+@pytest.mark.parametrize("path", CERTS, ids=os.path.basename)
+def test_every_certificate_validates(validator, path):
+    with open(path) as f:
+        doc = json.load(f)
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
+    assert not errors, errors
+
+
+def _unknown_top(d):
+    d["comment"] = "hello"
+
+
+def _unknown_claim(d):
+    d["claim"]["note"] = "x"
+
+
+def _unknown_instance(d):
+    d["instance"]["temperature"] = "1"
+
+
+def _unknown_witness(d):
+    d["witness"]["extra"] = ["0"]
+
+
+def _float_eps(d):
+    d["claim"]["eps"] = 0.25
+
+
+def _int_bound(d):
+    d["claim"]["bound"] = 4
+
+
+def _missing_claim(d):
+    del d["claim"]
+
+
+def _nan_numeral(d):
+    d["instance"]["queries"][0][0] = "NaN"
+
+
+def _inf_beta(d):
+    d["instance"]["beta"] = "inf"
+
+
+def _zero_denominator(d):
+    d["claim"]["eps"] = "1/0"
+
+
+def _float_in_array(d):
+    d["instance"]["keys"][0][0] = 0.5
+
+
+def _wrong_relation(d):
+    d["claim"]["relation"] = ">="
+
+
+def _wrong_assumptions(d):
+    d["assumptions"] = ["factor-rank", "verified-svd"]
+
+
+def _beta_both(d):
+    d["instance"]["beta"] = {"interval": ["1", "2"], "over_sqrt": ["1", "4"]}
+
+
+MUTATIONS_COVER = [_unknown_top, _unknown_claim, _unknown_instance, _float_eps, _int_bound,
+                   _missing_claim, _nan_numeral, _inf_beta, _zero_denominator, _float_in_array,
+                   _wrong_relation, _wrong_assumptions, _beta_both]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS_COVER, ids=lambda f: f.__name__.strip("_"))
+def test_structural_malformations_rejected(validator, mutate):
+    doc = load("clustered-n48-cover.json")
+    assert reader_verdict(doc) is None and validator.is_valid(doc)
+    mutate(doc)
+    assert isinstance(reader_verdict(doc), Malformed)
+    assert not validator.is_valid(doc)
+
+
+def test_unknown_witness_key_rejected(validator):
+    doc = load("perm-n40-margin.json")
+    _unknown_witness(doc)
+    assert not validator.is_valid(doc)
+
+
+def _sidecar_doc():
+    doc = load("gauss-n256-d64-factor.json")
+    assert reader_verdict(doc) is None
+    return doc
+
+
+@pytest.mark.parametrize("bad", [
+    "3AC2A3F12068B3226ABD16AEDFB3B79A48E5A261602E06248F1B821726DD6079",   # uppercase
+    "3ac2a3f12068b3226abd16aedfb3b79a48e5a261602e06248f1b821726dd607",    # 63 digits
+    "3ac2a3f12068b3226abd16aedfb3b79a48e5a261602e06248f1b821726dd6079\n",  # trailing newline
+    "zz" * 32,
+])
+def test_bad_sidecar_sha256_format_rejected(validator, bad):
+    doc = _sidecar_doc()
+    doc["instance"]["queries"]["sha256"] = bad
+    e = reader_verdict(doc)
+    assert isinstance(e, Malformed) and e.path == "$.instance.queries.sha256"
+    assert not validator.is_valid(doc)
+
+
+@pytest.mark.parametrize("field,value,path", [
+    ("file", "/tmp/x.npy", "$.instance.queries.file"),
+    ("file", "../x.npy", "$.instance.queries.file"),
+    ("file", "sub/../x.npy", "$.instance.queries.file"),
+    ("dtype", "float16", "$.instance.queries.dtype"),
+    ("dtype", "int64", "$.instance.queries.dtype"),
+    ("shape", ["256", 64], "$.instance.queries.shape"),
+    ("shape", [256, -64], "$.instance.queries.shape"),
+    ("tensor", "q", "$.instance.queries.tensor"),
+    ("mode", "r", "$.instance.queries.mode"),
+])
+def test_bad_sidecar_fields_rejected(validator, field, value, path):
+    doc = _sidecar_doc()
+    doc["instance"]["queries"][field] = value
+    e = reader_verdict(doc)
+    assert isinstance(e, Malformed) and e.path == path, e
+    assert not validator.is_valid(doc)
+
+
+def _per_kind(schema):
+    out = {}
+    for branch in schema["allOf"]:
+        kind = branch["if"]["properties"]["kind"]["const"]
+        out[kind] = branch["then"]
+    return out
+
+
+def test_kinds_match_reader(schema):
+    assert schema["properties"]["kind"]["enum"] == list(KINDS)
+    assert list(_per_kind(schema)) == list(KINDS)
+
+
+def test_assumptions_and_relations_match_reader(schema):
+    for kind, then in _per_kind(schema).items():
+        rel, assumptions = KINDS[kind]
+        a = then["properties"]["assumptions"]
+        assert a["items"]["enum"] == assumptions, kind
+        assert a["minItems"] == a["maxItems"] == len(assumptions) and a["uniqueItems"] is True
+        assert then["properties"]["claim"]["properties"]["relation"]["const"] == rel
+
+
+NUMERALS = [
+    "0", "-0", "+17", "007", "3/4", "-3/40", "+1/0003", "0/1", "1/0", "1/00", "3/-4", "-3/+4",
+    "1.5", ".5", "5.", "-.5e-3", "1e2000", "1e2001", "1E-2000", "1e-02000", "1e", "e5", ".", "-", "+",
+    "0x1p0", "0x1.8p-1", "-0X.8P+3", "0x1.p5", "0x.p5", "0x1", "0x1p5000", "0x1p-5001", "0xgp0",
+    "NaN", "inf", "Infinity", "1_000", " 1", "1 ", "1\n", "", "١", "0x1.fffffffffffffp+1023", "1/2/3",
+    "1" * 2000, "1" * 2001, "0b101", "1e+5", "1.5e3.2",
+]
+
+
+@pytest.mark.parametrize("s", NUMERALS)
+def test_numeral_pattern_matches_reader(schema, s):
+    v = Draft202012Validator({"$ref": "#/$defs/numeral", "$defs": schema["$defs"]})
+    try:
+        parse_numeral(s, "$")
+        ok = True
+    except Malformed:
+        ok = False
+    assert v.is_valid(s) == ok, s
