@@ -216,3 +216,15 @@ def test_numeral_pattern_matches_reader(schema, s):
     except Malformed:
         ok = False
     assert v.is_valid(s) == ok, s
+
+
+def test_spec_example_validates_and_verifies(validator, tmp_path):
+    from certkit.kernel import check
+    md = open(os.path.join(ROOT, "certkit", "format", "certificate-1.0.md"), encoding="utf-8").read()
+    block = md.split("```json\n", 1)[1].split("```", 1)[0]
+    doc = json.loads(block)
+    assert validator.is_valid(doc)
+    p = tmp_path / "example.json"
+    p.write_text(block)
+    v = check(str(p))
+    assert v.status == "VERIFIED", v.line()

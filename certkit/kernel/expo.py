@@ -31,13 +31,16 @@ with flint.ctx.workprec(200):
     _tail = abs(_ln2 - arb_of(_c1) - flint.arb(C2))
     COEFFS = [float(Fraction(1, factorial(i))) for i in range(DEGREE + 1)]
     # |r| <= ln2 (1/2 + |y| |fl(1/ln2) - 1/ln2| + rounding of y*INV_LN2) < 0.3466
+    # proofs/ieee-exp.md, "FORMULA USED BY THE KERNEL" (with e^{R + R'} >= e^{2R} for safety)
     _R = flint.arb("0.3466")
     _u = flint.arb(U)
-    _eps_r = _u * (flint.arb("0.3467") * 2 + K_MAX * abs(flint.arb(C2)) * (1 + _u)) + K_MAX * _tail
+    _g = lambda j: j * _u / (1 - j * _u)
+    _tau_k = K_MAX * _tail
+    _eps_r = _g(2) * (_R + 2 * K_MAX * abs(flint.arb(C2)) + _tau_k) + _tau_k
     _Rp = _R + _eps_r
-    _g2d = 2 * DEGREE * _u / (1 - 2 * DEGREE * _u)
     _trunc = _Rp ** (DEGREE + 1) / factorial(DEGREE + 1)
-    _rel = (_R + _Rp).exp() * (_g2d * (1 + _u) + _u + _trunc) + (_eps_r.exp() - 1)
+    _rel = ((_R + _Rp).exp() * (_g(2 * DEGREE) * (1 + _u) + _u + _trunc)
+            + DEGREE * flint.arb(ETA) * _Rp.exp() + (_eps_r.exp() - 1))
     EXP_REL = arb_up(_rel)
     EXP_ABS = ETA
 assert Fraction(C1) == _c1 and EXP_REL < 1e-13

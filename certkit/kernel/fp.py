@@ -6,15 +6,16 @@ check_environment() tests at run time that this model is the one in force (round
 even, gradual underflow in numpy ufuncs and in BLAS).
 """
 import math
+import struct
 from fractions import Fraction
 
 import numpy as np
 import flint
 
 U = 2.0 ** -53
-ETA = 2.0 ** -1074
+ETA = struct.unpack("<d", struct.pack("<Q", 1))[0]   # 2^-1074, exact whatever the FP mode
 INFLATE = 1.0 + 2.0 ** -40          # proofs/fp-rounding.md (e): m <= 2^10 rounded ops
-TINY = 2.0 ** -1000                  # per-op absolute slack for underflow
+TINY = 2.0 ** -800                   # per-op absolute slack for underflow (proofs/fp-rounding.md (e))
 
 
 def gamma(k):
@@ -84,18 +85,29 @@ class FPEnvironmentError(RuntimeError):
     pass
 
 
+def _bits(x):
+    """The IEEE bit pattern of a binary64 (comparisons on subnormals are unreliable under DAZ)."""
+    return struct.unpack("<Q", struct.pack("<d", float(x)))[0]
+
+
 def check_environment():
     """Raise FPEnvironmentError unless binary64 rounds to nearest-even with gradual underflow,
-    in Python floats, numpy ufuncs and BLAS products."""
+    in Python floats, numpy ufuncs and BLAS products.  Subnormal results are compared by bit
+    pattern: under denormals-are-zero a comparison would see 0 == 2^-1074."""
     a = np.array([1.0, 1.0, -1.0, 2.0 ** -537, 2.0 ** -1022])
     b = np.array([2.0 ** -53, 2.0 ** -53 + 2.0 ** -105, -(2.0 ** -53 + 2.0 ** -105), 2.0 ** -537, 0.5])
     s = a + b
     prod = a[3:] * b[3:]
+    m = np.array([[_from_bits(2), 0.0], [0.0, 1.0]]) @ np.array([[0.5], [0.0]])
     ok = (s[0] == 1.0 and s[1] == 1.0 + 2.0 ** -52 and s[2] == -1.0 - 2.0 ** -52
-          and prod[0] == 2.0 ** -1074 and prod[1] == 2.0 ** -1023
-          and 1.0 + 2.0 ** -53 == 1.0 and 2.0 ** -537 * 2.0 ** -537 == ETA)
-    m = np.array([[2.0 ** -1073, 0.0], [0.0, 1.0]])
-    dot = m @ np.array([[0.5], [0.0]])
-    if not (ok and dot[0, 0] == ETA and np.finfo(np.float64).eps == 2.0 ** -52):
+          and 1.0 + 2.0 ** -53 == 1.0 and 1.0 + (2.0 ** -53 + 2.0 ** -105) == 1.0 + 2.0 ** -52
+          and _bits(prod[0]) == 1 and _bits(prod[1]) == 1 << 51
+          and _bits(2.0 ** -537 * 2.0 ** -537) == 1 and _bits(m[0, 0]) == 1
+          and _bits(ETA) == 1 and np.finfo(np.float64).eps == 2.0 ** -52)
+    if not ok:
         raise FPEnvironmentError("floating-point environment is not IEEE round-to-nearest with "
                                  "gradual underflow (flush-to-zero or a changed rounding mode?)")
+
+
+def _from_bits(k):
+    return struct.unpack("<d", struct.pack("<Q", k))[0]

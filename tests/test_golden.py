@@ -1,0 +1,97 @@
+"""Golden corpora (tests/golden, built by tests/golden/build.py): every file's verdict and
+message, both routes where they must agree, the CLI's exit codes and output discipline."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from certkit.kernel import check
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+FOLDERS = ("valid", "invalid", "malformed", "unsupported")
+CLASS_OF = {"valid": "VERIFIED", "invalid": "REJECTED", "malformed": "MALFORMED", "unsupported": "UNSUPPORTED"}
+EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3}
+
+with open(os.path.join(GOLDEN, "expected.json")) as f:
+    EXPECTED = json.load(f)
+CASES = sorted(EXPECTED)
+
+
+def path_of(rel):
+    return os.path.join(GOLDEN, *rel.split("/"))
+
+
+@pytest.mark.parametrize("rel", CASES)
+def test_fast_route(rel):
+    want = EXPECTED[rel]
+    v = check(path_of(rel), "fast")
+    assert v.status == want["verdict"], v.line()
+    assert want["contains"] in v.message, v.line()
+    assert v.status == CLASS_OF[rel.split("/")[0]]
+
+
+@pytest.mark.parametrize("rel", [r for r in CASES if r.split("/")[0] in ("valid", "invalid")])
+def test_arb_route(rel):
+    v = check(path_of(rel), "arb")
+    assert v.status == EXPECTED[rel]["verdict"], v.line()
+    if v.status == "REJECTED":
+        assert EXPECTED[rel]["contains"] in v.message, v.line()
+
+
+def test_expected_lists_every_file():
+    on_disk = set()
+    referenced = set()
+    others = set()
+    for folder in FOLDERS:
+        for name in os.listdir(os.path.join(GOLDEN, folder)):
+            rel = f"{folder}/{name}"
+            if name.endswith(".json"):
+                on_disk.add(rel)
+            else:
+                others.add(rel)
+    assert on_disk == set(EXPECTED), (sorted(on_disk - set(EXPECTED)), sorted(set(EXPECTED) - on_disk))
+    assert all(rel.split("/")[0] in FOLDERS for rel in EXPECTED)
+    assert {rel.split("/")[0] for rel in EXPECTED} == set(FOLDERS)
+    # every other file is a sidecar named by some certificate of its folder
+    for rel in on_disk:
+        try:
+            with open(path_of(rel), "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        folder = rel.split("/")[0]
+        for other in others:
+            if other.startswith(folder + "/") and f'"{other.split("/", 1)[1]}"' in text:
+                referenced.add(other)
+    assert others == referenced, sorted(others - referenced)
+
+
+def _cli(*files):
+    return subprocess.run([sys.executable, "-m", "certkit", "verify", *files],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_cli_one_file_per_class(folder):
+    rel = next(r for r in CASES if r.startswith(folder + "/"))
+    verdict = EXPECTED[rel]["verdict"]
+    p = _cli(path_of(rel))
+    assert p.returncode == EXIT[verdict], (p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 1, p.stdout
+    assert lines[0].split()[0] == verdict, lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_cli_all_malformed_no_traceback():
+    files = [path_of(r) for r in CASES if r.startswith("malformed/")]
+    p = _cli(*files)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == EXIT["MALFORMED"], (p.stdout[-2000:], p.stderr[-2000:])
+    lines = p.stdout.splitlines()
+    assert len(lines) == len(files), p.stdout
+    for line, f in zip(lines, files):
+        assert line.startswith("MALFORMED "), line
+        assert line.endswith(f"({os.path.basename(f)})"), line
