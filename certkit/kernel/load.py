@@ -5,6 +5,7 @@ kind this checker does not read is Unsupported.  Sidecars are pinned by sha256 a
 pickle (.npy with allow_pickle=False, or a safetensors tensor parsed by hand).
 """
 import hashlib
+import re
 import json
 import math
 import os
@@ -91,7 +92,7 @@ def header(doc):
     if doc.get("format") != FORMAT:
         raise Malformed("$.format", f"expected {FORMAT!r}, got {doc.get('format')!r:.60}")
     v = doc.get("version")
-    if not isinstance(v, str) or not all(p.isdigit() for p in v.split(".")) or v.count(".") != 1:
+    if not isinstance(v, str) or not re.fullmatch(r"[0-9]{1,6}\.[0-9]{1,6}", v):
         raise Malformed("$.version", f"expected \"MAJOR.MINOR\", got {v!r:.60}")
     major, minor = (int(p) for p in v.split("."))
     if major != VERSION[0] or minor > VERSION[1]:
@@ -104,6 +105,8 @@ def header(doc):
         raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(KINDS)})")
     obj(doc, "$", ["format", "version", "kind", "claim", "instance", "witness", "assumptions"],
         ["provenance"])
+    if "provenance" in doc and not isinstance(doc["provenance"], dict):
+        raise Malformed("$.provenance", f"expected an object, got {type(doc['provenance']).__name__}")
     return kind
 
 
@@ -129,7 +132,7 @@ def claim(doc, kind):
     if not 0 < eps < 1:
         raise Malformed("$.claim.eps", f"eps must lie in (0, 1), got {eps}")
     a = doc["assumptions"]
-    if not isinstance(a, list) or sorted(a) != sorted(KINDS[kind][1]):
+    if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(KINDS[kind][1]):
         raise Malformed("$.assumptions", f"kind {kind} relies on exactly {KINDS[kind][1]}, got {a!r:.120}")
     return Claim(rel, bound, eps)
 
@@ -176,8 +179,10 @@ def _inline(x, path, kind):
 def _sidecar(x, path, base_dir, kind):
     obj(x, path, ["file", "sha256", "dtype", "shape"], ["tensor"])
     name = string(x["file"], f"{path}.file")
-    if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/") or not name:
-        raise Malformed(f"{path}.file", f"sidecar path must be relative and stay beside the certificate: {name!r}")
+    if (os.path.isabs(name) or ".." in name.replace("\\", "/").split("/") or not name
+            or any(ord(ch) < 32 for ch in name)):
+        raise Malformed(f"{path}.file", f"sidecar path must be relative, below the certificate's folder, "
+                                        f"without control characters: {name!r:.80}")
     sha = string(x["sha256"], f"{path}.sha256")
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise Malformed(f"{path}.sha256", f"expected 64 lowercase hex digits, got {sha!r:.80}")
@@ -192,8 +197,8 @@ def _sidecar(x, path, base_dir, kind):
             raise Malformed(f"{path}.file", f"sidecar larger than {MAX_SIDECAR} bytes")
         with open(full, "rb") as f:
             raw = f.read()
-    except OSError as e:
-        raise Malformed(f"{path}.file", f"missing or unreadable sidecar {name!r}: {e.strerror}") from None
+    except (OSError, ValueError) as e:
+        raise Malformed(f"{path}.file", f"missing or unreadable sidecar {name!r}: {getattr(e, 'strerror', None) or e}") from None
     got = hashlib.sha256(raw).hexdigest()
     if got != sha:
         raise Malformed(f"{path}.sha256", f"sidecar {name!r} has sha256 {got}, certificate pins {sha}")
@@ -202,10 +207,13 @@ def _sidecar(x, path, base_dir, kind):
             raise Malformed(f"{path}.tensor", "only safetensors sidecars name a tensor")
         a = _npy(raw, path)
     elif name.endswith(".safetensors"):
-        a = _safetensors(raw, string(x.get("tensor", ""), f"{path}.tensor"), path)
+        if "tensor" not in x:
+            raise Malformed(f"{path}.tensor", "a safetensors sidecar must name its tensor")
+        a = _safetensors(raw, string(x["tensor"], f"{path}.tensor"), path)
     else:
         raise Malformed(f"{path}.file", f"sidecar must be .npy or .safetensors: {name!r}")
-    if a.dtype != np.dtype(DTYPES[dt]).newbyteorder("=") and a.dtype != np.dtype(DTYPES[dt]):
+    want = np.dtype(DTYPES[dt])
+    if (a.dtype.kind, a.dtype.itemsize) != (want.kind, want.itemsize):
         raise Malformed(f"{path}.dtype", f"sidecar holds {a.dtype}, certificate says {dt}")
     if list(a.shape) != x["shape"]:
         raise Malformed(f"{path}.shape", f"sidecar has shape {list(a.shape)}, certificate says {x['shape']}")
@@ -241,7 +249,9 @@ def _safetensors(raw, tensor, path):
             raise ValueError("header longer than file")
         head = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_no_dupes)
         t = head[tensor]
-        lo, hi = t["data_offsets"]
+        lo, hi = (int(v) for v in t["data_offsets"])
+        if not 0 <= lo <= hi:
+            raise ValueError(f"bad data_offsets {t['data_offsets']}")
         dt = np.dtype(_ST[t["dtype"]])
         shape = [int(s) for s in t["shape"]]
         data = raw[8 + hlen + lo: 8 + hlen + hi]
@@ -250,7 +260,7 @@ def _safetensors(raw, tensor, path):
         return np.frombuffer(data, dtype=dt).reshape(shape).copy()
     except KeyError as e:
         raise Malformed(f"{path}.tensor", f"safetensors file has no tensor or field {e}") from None
-    except (ValueError, TypeError, struct.error, UnicodeDecodeError) as e:
+    except (ValueError, TypeError, struct.error, UnicodeDecodeError, RecursionError) as e:
         raise Malformed(f"{path}.file", f"unreadable safetensors: {e}") from None
 
 

@@ -64,7 +64,7 @@ def exact_float(v, path):
     try:
         f = float(v)
     except OverflowError:
-        raise Malformed(path, f"{v} overflows binary64") from None
+        raise Malformed(path, f"{str(v)[:40]}... overflows binary64") from None
     if Fraction(f) != v:
         raise Malformed(path, f"{v} is not exactly representable in binary64 (write it as a hex float)")
     return f

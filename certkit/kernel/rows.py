@@ -154,5 +154,7 @@ def enclose(inst, rows=None, route="fast", block=BLOCK):
 
 def enclose_all(inst, rows=None, route="fast"):
     parts = list(enclose(inst, rows, route))
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N)), np.zeros(0)
     return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
             np.concatenate([p[2] for p in parts]))

@@ -8,7 +8,7 @@ Witness: representatives, assignment.
 """
 import numpy as np
 
-from .common import indices, certainly_le
+from .common import indices, certainly_le, finite
 from .fp import U as u, inflate, sum_up
 from .load import obj
 from .rows import enclose, enclose_all
@@ -34,7 +34,7 @@ def check(inst, claim, witness, base_dir, route):
     for idx, m, rho in enclose(inst, None, route):
         t = np.array([pos[int(s)] for s in sig[idx]])
         D = np.abs(m - rm[t])
-        err = inflate(sum_up(D, axis=1) * (1 + u) + rho + rrho[t], 4)
+        err = finite(inflate(sum_up(D, axis=1) * (1 + u) + rho + rrho[t], 4), "upper-covering/row-distance")
         i = int(np.argmax(err))
         if err[i] > worst:
             worst, worst_row = float(err[i]), int(idx[i])

@@ -39,4 +39,4 @@ class Verdict:
         return EXIT[self.status]
 
     def line(self):
-        return f"{self.status:<12}{self.message}"
+        return f"{self.status:<11} {self.message}"

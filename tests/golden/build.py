@@ -606,6 +606,19 @@ def build_malformed(made):
                       npy(array(side["witness"]["U"], "U", side_dir, (None, None)))[:200]))
     case("sidecar-wrong-extension", "$.witness.U.file: sidecar must be .npy or .safetensors",
          _ext_case(out, side))
+    # regressions (kernel bugs found while building this corpus)
+    huge = {"format": "certkit-certificate", "version": "1.0", "kind": "upper-factorization",
+            "claim": {"quantity": "r_eps", "relation": "<=", "bound": "0", "eps": "1/2"},
+            "instance": {"beta": "1073741824", "queries": [["0x1p500"], ["0x1p500"]],
+                         "keys": [["0x1p500"], ["-0x1p500"]]},
+            "witness": {"U": [[], []], "V": [[], []]}, "assumptions": ["factor-rank"]}
+    case("regression-overflowing-logits-were-verified", "$.instance: query/key entries larger than 2^64", huge)
+    case("regression-mixed-type-assumptions", "$.assumptions",
+         mod(base, lambda d: d.__setitem__("assumptions", ["factor-rank", 1])))
+    case("regression-non-ascii-version-digits", "$.version", mod(base, lambda d: d.__setitem__("version", "1.\u00b2")))
+    case("regression-nul-in-sidecar-path", "$.instance.keys.file",
+         mod(side, lambda d: d["instance"]["keys"].__setitem__("file", "a\u0000b.npy")))
+    case("regression-provenance-not-object", "$.provenance", mod(base, lambda d: d.__setitem__("provenance", "x")))
 
 
 def _ext_case(out, side):
@@ -629,6 +642,23 @@ def prune_sidecars(folder):
     for f in os.listdir(out):
         if not f.endswith(".json") and f not in names:
             os.remove(os.path.join(out, f))
+
+
+def build_regressions():
+    """Largest logits the loader admits (|q|, |k| <= 2^64, beta = 10^12): finite, so REJECTED."""
+    out = os.path.join(HERE, "invalid")
+    for kind, wit, bound, step in [
+            ("upper-factorization", {"U": [[], []], "V": [[], []]}, "0", "upper-factorization/row-error"),
+            ("upper-covering", {"representatives": ["0"], "assignment": ["0", "0"]}, "1", "upper-covering/row-distance")]:
+        doc = {"format": "certkit-certificate", "version": "1.0", "kind": kind,
+               "claim": {"quantity": "r_eps", "relation": "<=", "bound": bound, "eps": "1/2"},
+               "instance": {"beta": "1000000000000", "queries": [["0x1p64"], ["-0x1p64"]],
+                            "keys": [["0x1p64"], ["-0x1p64"]]},
+               "witness": wit, "assumptions": ["factor-rank"] if kind == "upper-factorization" else ["cover-rank"]}
+        path = os.path.join(out, f"regression-huge-logits--{kind}.json")
+        dump(doc, path)
+        assert_verdict(path, "REJECTED", step, routes=("fast", "arb"))
+        expect(path, "REJECTED", step)
 
 
 def build_unsupported(made):
@@ -657,6 +687,7 @@ def main():
     made, details = build_valid()
     build_invalid(made, details)
     build_malformed(made)
+    build_regressions()
     build_unsupported(made)
     for f in ("invalid", "malformed"):
         prune_sidecars(f)
