@@ -26,7 +26,7 @@ def _verify(args):
             for line in bad:
                 print(f"MALFORMED   {line}")
             code = EXIT["MALFORMED"]
-    results = []
+    results, statuses = [], []
     tty = sys.stderr.isatty() and len(paths) > 1
     t0 = time.perf_counter()
     for i, p in enumerate(paths, 1):
@@ -44,15 +44,14 @@ def _verify(args):
             if v.status != "VERIFIED":
                 print(f"{p}: {v.status.lower()} ({dt:.2f} s)", file=sys.stderr)
             print(f"{v.line()}  ({os.path.basename(p)})")
+        statuses.append(v.status)
         code = max(code, v.exit_code)
     if args.json:
         json.dump(results, sys.stdout, indent=1, default=str)
         print()
     if len(paths) > 1:
-        counts = {}
-        for r in ([r["verdict"] for r in results] if args.json else []):
-            counts[r] = counts.get(r, 0) + 1
-        print(f"{len(paths)} certificate(s) checked in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+        summary = ", ".join(f"{statuses.count(s)} {s}" for s in EXIT if statuses.count(s))
+        print(f"{len(paths)} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}", file=sys.stderr)
     return code
 
 

@@ -9,13 +9,9 @@ from fractions import Fraction
 import numpy as np
 
 FORMAT, VERSION = "certkit-certificate", "1.0"
-ASSUMPTIONS = {
-    "upper-factorization": ["factor-rank"],
-    "upper-covering": ["cover-rank"],
-    "lower-decoding-margin": ["decode-margin"],
-    "lower-decoding-inverse-norm": ["decode-inverse-norm"],
-    "lower-frobenius-tail": ["frobenius-tail", "verified-svd"],
-}
+from ..kernel.load import KINDS
+
+ASSUMPTIONS = {kind: lemmas for kind, (_, lemmas) in KINDS.items()}
 INLINE_LIMIT = 4096
 
 
