@@ -104,16 +104,16 @@ class _Prepared:
 
 def _arb_block(inst, prep, idx):
     """Arb reference route for rows idx: (m, rho)."""
-    kept = prep.kept
-    K = inst.K if kept is None else inst.K[kept]
-    Nk = K.shape[0]
+    Nk = prep.Nk
     m = np.empty((len(idx), Nk))
     rho = np.empty(len(idx))
     with flint.ctx.workprec(120):
-        Kt = flint.arb_mat(K.T.tolist())
-        S = flint.arb_mat(inst.Q[idx].tolist()) * Kt
-        w = None if inst.weights is None else (inst.weights if kept is None else inst.weights[kept])
-        logw = None if w is None else [flint.arb(x).log() for x in w.tolist()]
+        if not hasattr(prep, "arb_Kt"):             # once per instance
+            w = None if inst.weights is None else inst.weights[prep.kept]
+            prep.arb_Kt = flint.arb_mat(prep.Kt.tolist())
+            prep.arb_logw = None if w is None else [flint.arb(x).log() for x in w.tolist()]
+        S = flint.arb_mat(inst.Q[idx].tolist()) * prep.arb_Kt
+        logw = prep.arb_logw
         bias = prep.bias_rows(idx)
         beta = inst.beta.ball
         for a in range(len(idx)):
