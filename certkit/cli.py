@@ -2,6 +2,7 @@
 
   certkit verify CERT.json...   VERIFIED / REJECTED / MALFORMED / UNSUPPORTED (exit 0/1/2/3; 4 internal)
   certkit show CERT.json        the canonical claim, without checking
+  certkit tables [--out DIR]    certified constants as CSV / Markdown / LaTeX
 """
 import argparse
 import hashlib
@@ -119,6 +120,14 @@ def _show(args):
     return 0
 
 
+def _tables(args):
+    from .audit.tables import build_tables, FORMATS
+    formats = FORMATS if args.format == "all" else (args.format,)
+    for p in build_tables(args.out, formats):
+        print(p)
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="certkit", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,6 +148,14 @@ def build_parser():
     s = sub.add_parser("show", help="print a certificate's canonical claim without checking it")
     s.add_argument("certificate", metavar="CERT.json")
     s.set_defaults(func=_show)
+    t = sub.add_parser("tables", help="write tables of certified constants (CSV, Markdown, LaTeX)",
+                       description="Tables of the constants the theorems use: theta_m (A_m* and Rogers), "
+                                   "N_net(m, eta), C_m^pack and C_m^Rogers, lattice margins 2(S_h/theta)^d - 1, "
+                                   "typical log10 S_r. Each value is an Arb enclosure [lo, hi] rounded outward, "
+                                   "next to a non-rigorous mpmath approximation. Deterministic: reruns are byte-identical.")
+    t.add_argument("--out", default="data/tables", metavar="DIR", help="output folder (default data/tables)")
+    t.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
+    t.set_defaults(func=_tables)
     return p
 
 

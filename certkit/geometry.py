@@ -1,0 +1,482 @@
+"""Head geometry: visible interaction dimension, radii and the SVD bridge (SPEC §4–§6).
+
+UNTRUSTED.  Everything here is float64 numpy/scipy and only *chooses* things (subspaces,
+centres, ranks) that a certificate later declares; the trusted kernel re-evaluates whatever it
+relies on.  The single rigorous quantity is ``visible_dimension(...)["r_exact_lower"]``, a
+certified lower bound on r_exact (SPEC §4.4, "lower bounds are certifiable").
+
+Notation (SPEC §4.1).  Queries q_1..q_n and keys k_1..k_N are rows of Q (n x d) and K (N x d);
+logits l_ij = log w_j + beta <q_i, k_j>.
+
+* U = span{q_i - q_1}, the query-difference space; numerically the span B_U of the right
+  singular vectors of Q_c = Q - 1 q-bar^T above tol_U (SPEC §4.4 step 1).
+* S = (K - 1 e0^T) B_U (e0 = mean key), the centred visible key matrix in U-coordinates; it has
+  the singular values of Z = (K - 1 e0^T) P_U (SPEC §4.4 step 2, §6.1).
+* r_num = #{k : sigma_k(S) > tol} (SPEC §4.4 step 3), V = W_{r_num}.
+* W_r = span{v_1..v_r}, the top right singular vectors of Z (SPEC §6.1), nested in r.
+* W_r^perp = E_1 ⊕ E_2, E_1 = U ⊖ W_r, E_2 = U^perp (two blocks, SPEC §5.2).
+
+Deviations from the letter of the SPEC (all documented where they happen):
+
+* tol_U and the default tol are floored by a bound on the float formation error of Q_c and S.
+  The purely relative SPEC tolerance 10 max(n, d) u sigma_1(Q_c) fails when all queries are
+  equal but not dyadic-friendly: fl(mean) != q, Q_c is pure round-off (sigma_1 ~ 1e-15) and
+  the relative rule keeps that noise direction, giving dim U = 1 and r_num = 1 for a key-only
+  head.  With the floor, dim U = 0 and r_num = 0.
+* tau_spec uses the spectral width 2 sigma_{r+1}(Z) only on the block E_1 = U ⊖ W_r (where
+  Lemma 6.1 applies) and keeps the exact width omega_K^(2) on E_2 = U^perp:
+      tau_spec(r) = 2 tanh( beta (2 delta_Q^(1) sigma_{r+1} + delta_Q^(2) omega_K^(2)) / 4 ).
+  When U is exact (delta_Q^(2) = 0) this is SPEC §6.2's 2 tanh(beta delta_Q sigma_{r+1} / 2).
+  With a numerical U the literal formula 2 tanh(beta (delta^(1) + delta^(2)) sigma_{r+1} / 2)
+  is not an upper bound of tau_exact (keys outside U are not controlled by sigma(Z)).
+* The residual query centre c' changes osc_j h_ij (h_ij contains -beta <c', P_{W^perp} k_j>,
+  a function of j).  We take c' = (Chebyshev centre of P_{E_1} q_i, Chebyshev centre of
+  P_{E_2} q_i), the centres delta_Q^(l) are measured about, so tau_exact <= tau_width holds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Iterator
+
+import numpy as np
+import scipy.optimize
+
+from .kernel.fp import U as _u, ETA, gamma, inflate, sum_up
+from .kernel.svd import singular_value_bounds
+
+__all__ = [
+    "visible_dimension", "chebyshev_centre", "diameter", "residual_profile", "ResidualRow",
+    "ResidualProfile", "r_svd_int", "r_opt", "gibbs_form",
+]
+
+_BLOCK = 1 << 22            # entries per block in blocked n x N computations
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _fro_up(A):
+    """An upper bound of the Frobenius norm of the float array A (as kernel/svd.py)."""
+    A = np.asarray(A, dtype=np.float64)
+    if A.size == 0:
+        return 0.0
+    return inflate(float(np.sqrt(sum_up(A * A))), 2)
+
+
+def _fro(A):
+    return float(np.linalg.norm(A)) if A.size else 0.0
+
+
+def _sigma1(A):
+    return float(np.linalg.norm(A, 2)) if A.size else 0.0
+
+
+def _as_float(beta):
+    return float(Fraction(beta)) if isinstance(beta, (Fraction, int)) else float(beta)
+
+
+def _log_weights(weights, N):
+    if weights is None:
+        return np.zeros(N)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (N,) or np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError("weights must be a finite non-negative vector of length N")
+    with np.errstate(divide="ignore"):
+        return np.log(w)
+
+
+def _softmax_rows(L):
+    L = L - L.max(axis=1, keepdims=True)
+    E = np.exp(L)
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def _two_tanh_quarter(s):
+    """2 tanh(s/4) for s >= 0 (SPEC §2.2)."""
+    return 2.0 * math.tanh(s / 4.0)
+
+
+# ----------------------------------------------------------------------------- §4.4 frame
+
+def _frame(Q, K, tol=None, tau_rel=None):
+    """Numerical U, S, its SVD and a full orthonormal frame [W-ordered U basis | U^perp].
+
+    tol_U = max(10 max(n, d) u sigma_1(Q_c), F_U) and, by default, tol = max(10 max(N, m) u
+    sigma_1(S), F_S), where F_U, F_S are first-order bounds on ||fl(Q_c) - Q_c||_F and
+    ||fl(S) - S||_F (rounding of the mean, the subtraction and the product).  A user tol (or
+    tau_rel * sigma_1(S)) is used as given.
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    if Q.ndim != 2 or K.ndim != 2 or Q.shape[1] != K.shape[1] or len(Q) == 0 or len(K) == 0:
+        raise ValueError("Q (n x d) and K (N x d) with n, N >= 1 and a common d")
+    n, d = Q.shape
+    N = K.shape[0]
+    qbar = Q.mean(axis=0)
+    Qc = Q - qbar
+    _, sq, Vqt = np.linalg.svd(Qc, full_matrices=n < d)     # Vqt: d x d
+    # |fl(mean) - mean| <= gamma_n mean|q| per column; the subtraction adds u |Q_c|.
+    dq = gamma(max(n, 2)) * np.abs(Q).mean(axis=0)
+    F_U = math.sqrt(n) * float(np.linalg.norm(dq)) + _u * _fro(Qc)
+    tol_U_spec = 10.0 * max(n, d) * _u * (float(sq[0]) if sq.size else 0.0)
+    tol_U = max(tol_U_spec, 2.0 * F_U)
+    m = int(np.sum(sq > tol_U))
+    B_U = Vqt[:m].T                     # d x m
+    B_perp = Vqt[m:].T                  # d x (d - m)
+
+    e0 = K.mean(axis=0)
+    D = K - e0
+    S = D @ B_U                         # N x m
+    if m:
+        _, s, Vst = np.linalg.svd(S, full_matrices=N < m)      # Vst: m x m
+        V_S = Vst.T                     # m x m
+    else:
+        s, V_S = np.zeros(0), np.zeros((0, 0))
+    sig1 = float(s[0]) if s.size else 0.0
+    de = gamma(max(N, 2)) * np.abs(K).mean(axis=0)
+    F_S = (math.sqrt(N) * float(np.linalg.norm(de)) + (gamma(max(d, 2)) + _u) * _fro(D)) \
+        * math.sqrt(max(m, 1))
+    if tol is not None:
+        tol_used = float(tol)
+    elif tau_rel is not None:
+        tol_used = float(tau_rel) * sig1
+    else:
+        tol_used = max(10.0 * max(N, m) * _u * sig1, 2.0 * F_S)
+    r_num = int(np.sum(s > tol_used))
+    Omega = np.hstack([B_U @ V_S, B_perp]) if d else np.zeros((0, 0))
+    return dict(Q=Q, K=K, n=n, N=N, d=d, m=m, B_U=B_U, B_perp=B_perp, sq=sq, tol_U=tol_U,
+                tol_U_spec=tol_U_spec, e0=e0, S=S, sigma=s, V_S=V_S, tol=tol_used,
+                r_num=r_num, Omega=Omega)
+
+
+def _certified_rank_lower(Q, K, B_U):
+    """A rigorous lower bound on r_exact = rank((Q - 1 q_1^T)(K - 1 k_1^T)^T) (SPEC §4.1, §4.4).
+
+    Take any float T (n x m); columns of Q_c^T T lie in U exactly, so G = K_c Q_c^T T has
+    rank G <= r_exact.  With Dq = fl(Q - 1 q_1^T), Dk = fl(K - 1 k_1^T), B' = fl(Dq^T T) and
+    S^ = fl(Dk B'):
+        |Dk - K_c| <= u |K_c|,   |B' - Dq^T T| <= g_n |Dq|^T |T| + n eta,
+        |S^ - Dk B'| <= g_d |Dk| |B'| + d eta                     (entrywise),
+    and, with a = ||Dk||_F, b = ||Dq||_F, t = ||T||_F, c = ||B'||_F,
+        ||G - S^||_2 <= E := g_d a c + sqrt(Nm) d eta + a (g_n b t + sqrt(dm) n eta)
+                             + 2u a b t + 2u (1 + 2u) a b t.
+    Weyl: sigma_k(G) >= lo_k(S^) - E, so r_exact >= #{k : lo_k(S^) > E}.  T solves
+    Dq^T T ~ B_U in least squares (any T is valid).
+    """
+    n, d = Q.shape
+    N, m = K.shape[0], B_U.shape[1]
+    if m == 0 or N < 2 or n < 2:
+        return 0, 0.0, np.zeros(0)
+    Dq = Q - Q[0]
+    Dk = K - K[0]
+    T = np.linalg.lstsq(Dq.T, B_U, rcond=None)[0]            # n x m
+    Bp = Dq.T @ T
+    Sh = Dk @ Bp
+    a, b, t, c = _fro_up(Dk), _fro_up(Dq), _fro_up(T), _fro_up(Bp)
+    gn, gd = gamma(max(n, 2)), gamma(max(d, 2))
+    E = (gd * a * c + math.sqrt(N * m) * d * ETA
+         + a * (gn * b * t + math.sqrt(d * m) * n * ETA)
+         + 2 * _u * a * b * t + 2 * _u * (1 + 2 * _u) * a * b * t)
+    E = inflate(E * (1 + 1e-12), 64)
+    try:
+        lo, _ = singular_value_bounds(Sh)
+    except ArithmeticError:
+        return 0, E, np.zeros(0)
+    return int(np.sum(lo > E)), E, lo
+
+
+def visible_dimension(Q, K, tol=None, tau_rel=None):
+    """The visible interaction dimension r (SPEC §4.1, §4.4).
+
+    r_exact = dim P_U span{k_j - k_1} = rank(Q_c K_c^T) = rank of the doubly centred logits.
+    Returns a dict:
+
+    * ``r_num``: #{k : sigma_k(S) > tol}, S = (K - 1 e0^T) B_U (untrusted, float);
+    * ``tol``: the tolerance used (SPEC §4.4 default 10 max(N, dim U) u sigma_1(S), floored by
+      the float formation error of S; or ``tol``; or ``tau_rel * sigma_1(S)``);
+    * ``tol_U``, ``dim_U``, ``B_U`` (d x dim U orthonormal basis of the numerical U);
+    * ``sigma``: singular values of S (descending), ``S``, ``V``: d x r_num basis of
+      V = W_{r_num} (top right singular directions of Z);
+    * ``r_exact_lower``: a **certified** lower bound on r_exact: #{k : lo_k > E}, lo_k from
+      certkit.kernel.svd.singular_value_bounds on a float matrix S^ whose exact counterpart
+      has rank <= r_exact, E a rigorous bound on the formation error (see
+      _certified_rank_lower); ``E`` and ``sigma_lower`` (the lo_k) are returned too.
+
+    No upper bound on r_exact is claimed (SPEC §4.4: only exact arithmetic can certify one).
+    """
+    f = _frame(Q, K, tol, tau_rel)
+    r_low, E, lo = _certified_rank_lower(f["Q"], f["K"], f["B_U"])
+    V = f["Omega"][:, :f["r_num"]]
+    return dict(r_num=f["r_num"], tol=f["tol"], tol_U=f["tol_U"], dim_U=f["m"], B_U=f["B_U"],
+                sigma=f["sigma"], S=f["S"], V=V, r_exact_lower=r_low, E=E, sigma_lower=lo)
+
+
+# ----------------------------------------------------------------------------- radii
+
+def chebyshev_centre(X, bc_iters=200, max_rounds=12):
+    """A near-minimal enclosing ball of the rows of X: (c, radius), radius = max_i |x_i - c|.
+
+    rad(X) = min_c max_i |x_i - c| (SPEC notation).  Any c gives the valid radius
+    rad_c(X) >= rad(X); the checker never needs optimality (SPEC §4.2, §11).  Method:
+    Bădoiu–Clarkson iterations c <- c + (x_far - c)/(t + 1) (radius within (1 + 1/sqrt t) of
+    optimal), then the convex program  min_{c, s} s  s.t.  |x_i - c|^2 <= s  by SLSQP on an
+    active set of far points, enlarged by violators until every point is inside.  The best of
+    {mean, Bădoiu–Clarkson, SLSQP} by the recomputed max distance is returned.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError("X must be a non-empty p x k array")
+    p, k = X.shape
+    if k == 0:
+        return np.zeros(0), 0.0
+
+    def rad_of(c):
+        return float(np.sqrt(np.max(np.sum((X - c) ** 2, axis=1))))
+
+    cands = [X.mean(axis=0)]
+    if p == 1:
+        return X[0].copy(), 0.0
+    c = X[0].copy()
+    for t in range(1, bc_iters + 1):
+        far = int(np.argmax(np.sum((X - c) ** 2, axis=1)))
+        c = c + (X[far] - c) / (t + 1)
+    cands.append(c.copy())
+    R0 = rad_of(c)
+    if R0 > 0 and np.isfinite(R0):
+        Y = (X - c) / R0                                 # well scaled: radius 1 about 0
+        dist = np.sqrt(np.sum(Y * Y, axis=1))
+        take = min(p, max(2 * (k + 2), 32))
+        active = set(np.argsort(-dist)[:take].tolist()) | set(np.nonzero(dist >= 0.7)[0].tolist())
+        z = np.concatenate([np.zeros(k), [1.0]])
+        for _ in range(max_rounds):
+            idx = np.array(sorted(active))
+            Ya = Y[idx]
+
+            def cons(v, Ya=Ya):
+                return v[-1] - np.sum((Ya - v[:-1]) ** 2, axis=1)
+
+            def cons_jac(v, Ya=Ya):
+                J = np.empty((len(Ya), k + 1))
+                J[:, :k] = 2.0 * (Ya - v[:-1])
+                J[:, k] = 1.0
+                return J
+
+            res = scipy.optimize.minimize(
+                lambda v: v[-1], z, jac=lambda v: np.concatenate([np.zeros(k), [1.0]]),
+                method="SLSQP", constraints=[dict(type="ineq", fun=cons, jac=cons_jac)],
+                options=dict(maxiter=200, ftol=1e-15))
+            z = res.x
+            z[-1] = max(z[-1], float(np.max(np.sum((Ya - z[:-1]) ** 2, axis=1))))
+            d2 = np.sum((Y - z[:-1]) ** 2, axis=1)
+            viol = np.nonzero(d2 > z[-1] * (1 + 1e-12))[0]
+            if viol.size == 0:
+                break
+            active |= set(viol[np.argsort(-d2[viol])][: max(k + 2, 16)].tolist())
+        cands.append(c + R0 * z[:-1])
+    radii = [rad_of(cc) for cc in cands]
+    best = int(np.argmin(radii))
+    return cands[best], radii[best]
+
+
+def diameter(X):
+    """diam{x_i} = max_{i,i'} |x_i - x_i'| in float, blocked (SPEC §5.2 omega_K).
+
+    The rows are first centred at their mean (which lies in their convex hull, so every |x|
+    is <= diam afterwards); blocked Gram distances |x|^2 + |y|^2 - 2<x, y> then have absolute
+    error O(k u diam^2), i.e. relative error O(k u) at the maximising pair.  The maximising
+    pair is recomputed by direct subtraction.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    p = X.shape[0]
+    if p < 2 or X.shape[1] == 0:
+        return 0.0
+    Y = X - X.mean(axis=0)
+    nrm = np.sum(Y * Y, axis=1)
+    best, bi, bj = -1.0, 0, 0
+    step = max(1, _BLOCK // max(p, 1))
+    for i0 in range(0, p, step):
+        blk = Y[i0:i0 + step]
+        D2 = nrm[i0:i0 + step, None] + nrm[None, :] - 2.0 * (blk @ Y.T)
+        a = int(np.argmax(D2))
+        v = float(D2.flat[a])
+        if v > best:
+            best, bi, bj = v, i0 + a // p, a % p
+    return float(np.linalg.norm(X[bi] - X[bj]))
+
+
+# ----------------------------------------------------------------------------- §5, §6 profile
+
+@dataclass(frozen=True)
+class ResidualRow:
+    """One r of the SVD-bridge profile (SPEC §5.1–§6.2).  Blocks: (U ⊖ W_r, U^perp)."""
+    r: int
+    rho_Q: float                    # rad P_W q_i about its Chebyshev centre
+    rho_K: float                    # rad P_W k_j about its Chebyshev centre
+    Gamma_W: float                  # beta rho_Q rho_K
+    delta_Q: tuple                  # (rad P_{U⊖W} q_i, rad P_{U^perp} q_i), about c'_1, c'_2
+    omega_K: tuple                  # (diam P_{U⊖W} k_j, diam P_{U^perp} k_j)
+    sigma_next: float               # sigma_{r+1}(Z) (0 beyond min(N, dim U))
+    kappa: float                    # max_j |(I - P_W) z_j|
+    tau_exact: float                # max_i 2 tanh(osc_j h_ij / 4) at the declared c'
+    tau_width: float                # 2 tanh(beta sum_l delta^(l) omega^(l) / 4)
+    tau_spec: float                 # 2 tanh(beta (2 delta^(1) sigma_{r+1} + delta^(2) omega^(2)) / 4)
+    actual: float                   # max_i ||A_i - At_i||_1 (float64)
+
+    @property
+    def delta_Q_total(self):
+        return self.delta_Q[0] + self.delta_Q[1]
+
+
+@dataclass
+class ResidualProfile:
+    """rows[r] for r = 0..r_max; basis columns 0..r-1 span W_r, columns r..dim_U-1 span U ⊖ W_r,
+    the rest span U^perp (d x d orthonormal, float)."""
+    rows: list
+    r_max: int
+    dim_U: int
+    beta: float
+    sigma: np.ndarray
+    basis: np.ndarray
+    tol: float
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, r):
+        return self.rows[r]
+
+    def __iter__(self) -> Iterator[ResidualRow]:
+        return iter(self.rows)
+
+
+def _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, beta, logw):
+    """max_i osc_j h_ij and max_i ||A_i - At_i||_1 (SPEC §5.1), in row blocks."""
+    n, N = Qt.shape[0], Kt.shape[0]
+    cprime = np.concatenate([c1, c2])
+    Kres = Kt[:, r:]
+    log_pi = logw + beta * (Kres @ cprime)               # log pi'_j
+    Qw, Kw = Qt[:, :r], Kt[:, :r]
+    osc_max, err_max = 0.0, 0.0
+    step = max(1, _BLOCK // max(N, 1))
+    for i0 in range(0, n, step):
+        sl = slice(i0, i0 + step)
+        H = beta * ((Qt[sl, r:] - cprime) @ Kres.T)
+        osc_max = max(osc_max, float(np.max(H.max(axis=1) - H.min(axis=1))))
+        Lt = log_pi + beta * (Qw[sl] @ Kw.T)
+        L = logw + beta * (Qt[sl] @ Kt.T)                # exact logits, rotated frame
+        err_max = max(err_max, float(np.max(np.abs(_softmax_rows(L) - _softmax_rows(Lt)).sum(axis=1))))
+    return osc_max, err_max
+
+
+def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None):
+    """The SVD-bridge profile r = 0..r_max (SPEC §5, §6), float64, untrusted.
+
+    For W_r = span{v_1..v_r} (top right singular vectors of Z, SPEC §6.1) the logits split as
+        l_ij = log pi'_j + beta <P_W q_i, P_W k_j> + h_ij,
+        log pi'_j = log w_j + beta <c', P_{W^perp} k_j>,  h_ij = beta <P_{W^perp} q_i - c', P_{W^perp} k_j>
+    (SPEC §5.1), At_i = softmax_{pi'}(beta <P_W q_i, P_W k_j>) is an r-dimensional Gibbs matrix
+    and, by Cor. 2.2 and the block bounds of SPEC §5.2 / Lemma 6.1,
+        actual := max_i ||A_i - At_i||_1 <= tau_exact <= tau_width <= tau_spec.
+    Zero-weight (padding) columns are dropped.  r_max = r_num (SPEC §6.3).  Key-only heads give
+    dim U = 0, r_max = 0 and a single row with every tau = 0.
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    b = _as_float(beta)
+    logw = _log_weights(weights, K.shape[0])
+    keep = np.isfinite(logw)
+    if not keep.any():
+        raise ValueError("all column weights are zero")
+    K, logw = K[keep], logw[keep]
+    f = _frame(Q, K, tol, tau_rel)
+    m, d, r_max, s = f["m"], f["d"], f["r_num"], f["sigma"]
+    Om = f["Omega"]
+    Qt, Kt = Q @ Om, K @ Om
+    St = f["S"] @ f["V_S"] if m else np.zeros((K.shape[0], 0))    # z_j in W-ordered U coords
+
+    Q2 = Qt[:, m:]
+    c2, d2 = chebyshev_centre(Q2) if d - m else (np.zeros(0), 0.0)
+    w2 = diameter(Kt[:, m:])
+    rows = []
+    for r in range(r_max + 1):
+        _, rho_Q = chebyshev_centre(Qt[:, :r])
+        _, rho_K = chebyshev_centre(Kt[:, :r])
+        c1, d1 = chebyshev_centre(Qt[:, r:m])
+        w1 = diameter(Kt[:, r:m])
+        sig = float(s[r]) if r < s.size else 0.0
+        zr = St[:, r:m]
+        kappa = float(np.sqrt(np.max(np.sum(zr * zr, axis=1)))) if zr.size else 0.0
+        osc, act = _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, b, logw)
+        rows.append(ResidualRow(
+            r=r, rho_Q=rho_Q, rho_K=rho_K, Gamma_W=b * rho_Q * rho_K,
+            delta_Q=(d1, d2), omega_K=(w1, w2), sigma_next=sig, kappa=kappa,
+            tau_exact=_two_tanh_quarter(osc),
+            tau_width=_two_tanh_quarter(b * (d1 * w1 + d2 * w2)),
+            tau_spec=_two_tanh_quarter(b * (2.0 * d1 * sig + d2 * w2)),
+            actual=act))
+    return ResidualProfile(rows=rows, r_max=r_max, dim_U=m, beta=b, sigma=s, basis=Om,
+                           tol=f["tol"], extra=dict(tol_U=f["tol_U"], kept=keep))
+
+
+def r_svd_int(profile, tau=None, *, eps=None):
+    """r_SVD_int(tau) = min{ r in 0..r_max : tau_r^width <= tau } (SPEC §6.3); tau = eps/3 by default.
+
+    Non-increasing in tau.  Returns None when even tau_{r_max}^width > tau, which happens
+    only when U is numerical and the U^perp block contributes delta^(2) omega^(2) > 0
+    (SPEC §6.3 assumes tau_{r_max} = 0, true for exact U).
+    """
+    if tau is None:
+        if eps is None:
+            raise ValueError("give tau or eps (tau = eps/3)")
+        tau = eps / 3.0
+    for row in profile:
+        if row.tau_width <= tau:
+            return row.r
+    return None
+
+
+def r_opt(profile, eps, log_size: Callable[[int, float, float], float]):
+    """argmin_r log_size(r, Gamma_W(r), eps - tau_r^width) over r with tau_r^width < eps
+    (SPEC §6.3; log_size is the caller's covering bound, e.g. log S_r of SPEC §5.3)."""
+    best = None
+    for row in profile:
+        if row.tau_width < eps:
+            v = log_size(row.r, row.Gamma_W, eps - row.tau_width)
+            if best is None or v < best[1]:
+                best = (row.r, v)
+    return None if best is None else best[0]
+
+
+# ----------------------------------------------------------------------------- Lemma 4.1
+
+def gibbs_form(Q, K, beta, weights=None, basis=None):
+    """(x, y, log_pi) with A_i = softmax_j(log_pi_j + beta <x_i, y_j>) (SPEC Lemma 4.1).
+
+    <q_i - q_1, k_j - k_1> = <P_V(q_i - q_1), P_V(k_j - k_1)>, so with V-coordinates
+    (orthonormal basis B_V, d x r) x_i = B_V^T q_i - c, y_j = B_V^T k_j - e (c, e Chebyshev
+    centres) and
+        log pi_j = log w_j + beta <q_1, k_j> - beta <B_V^T q_1 - c, B_V^T k_j>,
+    the logits l_ij equal log pi_j + beta <x_i, y_j> up to row-only terms.  log_pi is shifted
+    so that its finite maximum is 0 (it is defined up to a constant); zero weights give -inf.
+    basis: a declared d x r orthonormal basis of V; default V = W_{r_num} from
+    visible_dimension (float, untrusted).  r = 0 gives x, y with 0 columns (rank-one A).
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    b = _as_float(beta)
+    logw = _log_weights(weights, K.shape[0])
+    if basis is None:
+        keep = np.isfinite(logw)
+        f = _frame(Q, K[keep])
+        basis = f["Omega"][:, :f["r_num"]]
+    Bv = np.asarray(basis, dtype=np.float64).reshape(Q.shape[1], -1)
+    Qv, Kv = Q @ Bv, K @ Bv
+    c, _ = chebyshev_centre(Qv)
+    e, _ = chebyshev_centre(Kv[np.isfinite(logw)])
+    x, y = Qv - c, Kv - e
+    log_pi = logw + b * (K @ Q[0]) - b * (Kv @ x[0])
+    fin = np.isfinite(log_pi)
+    log_pi = log_pi - (log_pi[fin].max() if fin.any() else 0.0)
+    return x, y, log_pi
