@@ -3,7 +3,6 @@
 References are Arb at >= 200 bits or mpmath at 60 digits (for the non-rigorous lemmas), never the
 code under test."""
 import math
-from fractions import Fraction
 
 import flint
 import mpmath

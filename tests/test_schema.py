@@ -1,5 +1,4 @@
 """The JSON Schema of certificate format 1.0 agrees with the strict reader (certkit/kernel/load.py)."""
-import copy
 import glob
 import json
 import os

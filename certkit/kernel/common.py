@@ -3,8 +3,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .fp import U, ETA, gamma, inflate, sum_up
-from .load import array, obj
+from .fp import ETA, gamma, inflate, sum_up
+from .load import array
 from .verdict import Malformed, Rejected
 
 

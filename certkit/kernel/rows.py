@@ -18,8 +18,8 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .expo import exp_nonpos, EXP_REL, EXP_ABS, CLAMP
-from .fp import U, ETA, gamma, inflate, float_up, arb_up, arb_of
+from .expo import exp_nonpos, EXP_REL, EXP_ABS
+from .fp import U, ETA, gamma, inflate, float_up, arb_up
 from .verdict import Rejected
 
 BLOCK = 256
@@ -48,14 +48,14 @@ class _Prepared:
         # norms rounded up; inflate's absolute term also covers squares that underflow
         self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * d))), 2)
         self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * d)), 2)
-        self.b_mid = self.b_rad = None
+        self.b_mid = self.b_rad = self.logw = None         # logw: Arb balls of log w_j
         self.bmax = 0.0
         if inst.weights is not None:
             w = inst.weights if kept is None else inst.weights[kept]
             mids, rad = np.empty(len(w)), 0.0
-            with flint.ctx.workprec(80):
-                for j, wj in enumerate(w.tolist()):
-                    L = flint.arb(wj).log()
+            with flint.ctx.workprec(120):
+                self.logw = [flint.arb(wj).log() for wj in w.tolist()]
+                for j, L in enumerate(self.logw):
                     mids[j] = float(L.mid())
                     rad = max(rad, arb_up(abs(L - flint.arb(mids[j]))))
             self.b_mid, self.b_rad = mids, rad
@@ -109,11 +109,9 @@ def _arb_block(inst, prep, idx):
     rho = np.empty(len(idx))
     with flint.ctx.workprec(120):
         if not hasattr(prep, "arb_Kt"):             # once per instance
-            w = None if inst.weights is None else inst.weights[prep.kept]
             prep.arb_Kt = flint.arb_mat(prep.Kt.tolist())
-            prep.arb_logw = None if w is None else [flint.arb(x).log() for x in w.tolist()]
         S = flint.arb_mat(inst.Q[idx].tolist()) * prep.arb_Kt
-        logw = prep.arb_logw
+        logw = prep.logw
         bias = prep.bias_rows(idx)
         beta = inst.beta.ball
         for a in range(len(idx)):

@@ -7,7 +7,6 @@ Enclosure: ||A_i - B_i||_1 <= ||m_i - B_i||_1 + rho_i (row enclosure), and with 
 |B^ - B| <= gamma_k |U||V|^T + k eta, whose row sums are gamma_k (|U| (|V|^T 1))_i + N k eta;
 sum_j |m_ij - B^_ij| <= (1 + u) fl-sum, bounded by sum_up.  Witness: U, V.
 """
-from fractions import Fraction
 
 import numpy as np
 

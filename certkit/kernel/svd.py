@@ -8,7 +8,6 @@ alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:
 2-norms are bounded by Frobenius norms; the rounding of each float product fl(AB) by
 gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B||_F + ...
 """
-from fractions import Fraction
 
 import flint
 import numpy as np

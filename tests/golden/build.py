@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from certkit import corpus  # noqa: E402
 from certkit.kernel import check  # noqa: E402
-from certkit.kernel.common import Decoder, indices  # noqa: E402
+from certkit.kernel.common import indices  # noqa: E402
 from certkit.kernel.load import array, read_json, header, claim as read_claim, instance as read_instance  # noqa: E402
 from certkit.search import writer  # noqa: E402
 
