@@ -40,6 +40,15 @@ def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
         wit, bound = {"messages": (msgs, "int"), "cells": (cells, "int")}, len(msgs)
     elif kind == "lower-frobenius-tail":
         wit, bound = {}, basic.frobenius_bound(A, e)
+    elif kind == "upper-chain":
+        from .kernel.load import Instance, beta as read_beta
+        from .search.chain import best_chain
+        inst = Instance(read_beta(writer.beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"], h.get("weights"), h.get("bias"))
+        found = best_chain(inst, h["Q"], h["K"], beta_float(h["beta"]), eps, h.get("weights"))
+        if found is None:
+            raise ValueError(f"{path}: no r with tau < eps")
+        bound, _, arrays, _ = found
+        wit = {k: (v, "float") for k, v in arrays.items()}
     else:
         raise ValueError(kind)
     prov = {"producer": "certkit.corpus", "family": h["family"], "n": int(h["Q"].shape[0]),
@@ -62,6 +71,9 @@ PUBLISHED = [
     ("perm-n40-inverse", "near-permutation", 40, 8, Fraction(12), Fraction(1, 4), "lower-decoding-inverse-norm", {}),
     ("perm-n64-frobenius", "near-permutation", 64, 16, Fraction(20), Fraction(3, 20), "lower-frobenius-tail", {}),
     ("keyonly-n32-factor", "key-only", 32, 8, Fraction(5), Fraction(3, 20), "upper-factorization", {}),
+    ("keyonly-n64-chain", "key-only", 64, 16, Fraction(8), Fraction(1, 10), "upper-chain", {}),
+    ("gauss-n128-d1-chain", "gaussian", 128, 1, Fraction(1, 2), Fraction(1, 2), "upper-chain", {}),
+    ("gauss-n64-d2-small-beta-chain", "gaussian", 64, 2, Fraction(1, 64), Fraction(1, 4), "upper-chain", {}),
 ]
 
 

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from . import rule_covering, rule_decoding, rule_factorization, rule_frobenius
+from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule_frobenius
 from .fp import check_environment, FPEnvironmentError
 from .load import read_json, header, claim as read_claim, instance as read_instance
 from .verdict import Verdict, Malformed, Unsupported, Rejected
@@ -21,9 +21,11 @@ RULES = {
     "lower-decoding-margin": rule_decoding.check_margin,
     "lower-decoding-inverse-norm": rule_decoding.check_inverse_norm,
     "lower-frobenius-tail": rule_frobenius.check,
+    "upper-chain": rule_chain.check,
 }
 ROUTE_LEMMAS = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
                 "arb": "softmax-enclosure(arb balls)"}
+CHAIN_ENCLOSURE = "chain-rule(fp-rounding upper bounds, arb chain)"   # route-independent
 
 
 def check(path, route="fast"):
@@ -42,7 +44,7 @@ def check(path, route="fast"):
             details = RULES[kind](inst, c, doc["witness"], base, route)
         details.update(kind=kind, sha256=sha, route=route)
         tail = (f"[kind={kind}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
-                f"enclosure={ROUTE_LEMMAS[route]}, beta={inst.beta.text}, checker={CHECKER}]")
+                f"enclosure={CHAIN_ENCLOSURE if kind == 'upper-chain' else ROUTE_LEMMAS[route]}, beta={inst.beta.text}, checker={CHECKER}]")
         return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
     except Malformed as e:
         return Verdict("MALFORMED", f"{e.path}: {e.what}", {"sha256": sha})

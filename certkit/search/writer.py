@@ -69,15 +69,18 @@ def _nested(a, conv):
     return [_nested(x, conv) for x in a] if a.ndim > 1 else [conv(v) for v in a.tolist()]
 
 
+def beta_json(beta):
+    """beta: Fraction/int (exact), ("over_sqrt", c, D) or ("interval", lo, hi) -> format 1.0 JSON."""
+    if isinstance(beta, tuple) and beta[0] == "over_sqrt":
+        return {"over_sqrt": [numeral(beta[1]), numeral(beta[2])]}
+    if isinstance(beta, tuple) and beta[0] == "interval":
+        return {"interval": [numeral(beta[1]), numeral(beta[2])]}
+    return numeral(beta)
+
+
 def instance_json(w, Q, K, beta, weights=None, bias=None):
     """beta: Fraction/int (exact), ("over_sqrt", c, D) or ("interval", lo, hi)."""
-    if isinstance(beta, tuple) and beta[0] == "over_sqrt":
-        b = {"over_sqrt": [numeral(beta[1]), numeral(beta[2])]}
-    elif isinstance(beta, tuple) and beta[0] == "interval":
-        b = {"interval": [numeral(beta[1]), numeral(beta[2])]}
-    else:
-        b = numeral(beta)
-    inst = {"beta": b, "queries": w.array("queries", Q), "keys": w.array("keys", K)}
+    inst = {"beta": beta_json(beta), "queries": w.array("queries", Q), "keys": w.array("keys", K)}
     if weights is not None:
         inst["column_weights"] = w.array("column_weights", weights)
     if bias is not None:

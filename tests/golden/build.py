@@ -48,6 +48,11 @@ VALID = [
     ("perm-n40-sidecar-margin", "near-permutation", 40, 8, F(30), F(1, 4), "lower-decoding-margin", {}, 16),
     ("perm-n32-inverse", "near-permutation", 32, 8, F(12), F(1, 4), "lower-decoding-inverse-norm", {}, 4096),
     ("perm-n40-frobenius", "near-permutation", 40, 16, F(5), F(1, 4), "lower-frobenius-tail", {}, 4096),
+    ("keyonly-n32-chain", "key-only", 32, 8, F(6), F(1, 10), "upper-chain", {}, 4096),
+    ("gauss-n48-d1-chain", "gaussian", 48, 1, F(1, 2), F(1, 2), "upper-chain", {}, 4096),
+    ("gauss-n40-d3-sidecar-chain", "gaussian", 40, 3, F(1, 8), F(1, 2), "upper-chain", {}, 8),
+    ("gauss-n40-d2-weights-bias-chain", "gaussian", 40, 2, F(1, 64), F(1, 4), "upper-chain",
+     {"weights": True, "bias": True}, 4096),
 ]
 # written by editing perm-n32-margin: "cells" replaced by an explicit one-hot decoder matrix
 DECODER_FROM = ("perm-n32-margin", "perm-n32-margin-decoder")
@@ -224,7 +229,49 @@ def oracle_violations(path):
             tail = float(np.sum(s[M - 1:] ** 2)) if M >= 1 else float(np.sum(s ** 2))
             if not tail > C.shape[0] * eps * eps * (1 + tol):
                 bad.append(f"tail_{M} = {tail:.6g} <= n' eps^2 = {C.shape[0] * eps * eps:.6g}")
+    elif kind == "upper-chain":
+        bad += chain_oracle(inst, w, base, c)
     return bad
+
+
+def chain_oracle(inst, w, base, c):
+    """Float64 recomputation of the chain certificate (SPEC §5, §7) with the mpmath route of
+    certkit.symbolic (independent of the kernel): [] when it supports the claim."""
+    from certkit.symbolic.arb_eval import chain_mpmath
+    d = inst.Q.shape[1]
+    g = lambda f, shape: array(w[f], f, base, shape) if f in w else None
+    W = g("basis", (d, None))
+    W = np.zeros((d, 0)) if W is None else W
+    r = W.shape[1]
+    E = g("residual_basis", (d, None))
+    E = np.zeros((d, 0)) if E is None else E
+    cq = g("query_centre", (r,)) if r else np.zeros(0)
+    ck = g("key_centre", (r,)) if r else np.zeros(0)
+    c1 = g("residual_query_centre", (E.shape[1],)) if E.shape[1] else np.zeros(0)
+    c2 = g("complement_query_centre", (d,))
+    c2 = np.zeros(d) if c2 is None else c2
+    K = inst.K if inst.weights is None else inst.K[inst.weights > 0]
+    Q, Fm = inst.Q, np.hstack([W, E])
+    M = np.eye(d) - Fm @ Fm.T
+
+    def diam(X):
+        return float(np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)).max()) if X.size else 0.0
+    rad = lambda X, ctr: float(np.linalg.norm(X - ctr, axis=1).max()) if X.size else 0.0
+    osc = rad(Q @ E, c1) * diam(K @ E) + rad(Q @ M, c2) * diam(K @ M)
+    beta = float(inst.beta.hi)
+    ob = 0.0
+    if inst.bias is not None:
+        B = inst.bias if inst.weights is None else inst.bias[:, inst.weights > 0]
+        ob = float((B.max(axis=1) - B.min(axis=1)).max())
+    res = chain_mpmath(beta=1, eps=float(c.eps), n=inst.n, N=K.shape[0], r=r, rho_Q=rad(Q @ W, cq),
+                       rho_K=rad(K @ W, ck) * beta, delta_Q=1, omega_K=beta * osc + ob)
+    if c.bound >= min(inst.n, K.shape[0]):
+        return []
+    if not res["certified"]:
+        return [f"tau = {float(res['tau']):.6g} >= eps {float(c.eps)}"]
+    if res["R_sym"] > c.bound:
+        return [f"float chain R_sym = {res['R_sym']} > bound {c.bound}"]
+    return []
 
 
 # ---------------------------------------------------------------- valid
@@ -371,6 +418,26 @@ def mutations(name, doc, det, base):
                 c = d["witness"]["cells"]
                 c[c.index("0")] = "-1"
             variant("empty-cell", f"{step}/", nocell)
+    elif kind == "upper-chain":
+        variant("bound-below-chain", "upper-chain/bound", set_bound(bound - 1))
+        if "basis" in w:
+            def far(d):   # query centre moved by 4 in every coordinate: Gamma grows
+                qc = d["witness"]["query_centre"]
+                d["witness"]["query_centre"] = [writer.numeral(float.fromhex(x) + 4.0) if "x" in x
+                                                else writer.numeral(float(F(x)) + 4.0) for x in qc]
+            if not isinstance(w["query_centre"], dict):
+                variant("query-centre-far", "upper-chain/bound", far)
+
+            def drop(d):  # r = 0: the whole interaction becomes residual, tau >= eps
+                for f in ("basis", "query_centre", "key_centre"):
+                    d["witness"].pop(f)
+            if bound > 1:
+                variant("basis-dropped", "upper-chain/tau", drop)
+        else:
+            def shifted(d):  # complement centre moved: delta_2 ~ 50, tau ~ 2 > eps
+                d["witness"]["complement_query_centre"] = [writer.numeral(50.0)] * len(
+                    d["witness"]["complement_query_centre"])
+            variant("complement-centre-far", "upper-chain/tau", shifted)
     elif kind == "lower-frobenius-tail":
         variant("bound-plus-1", "lower-frobenius-tail/tail", set_bound(bound + 1))
         s = np.linalg.svd(A, compute_uv=False)

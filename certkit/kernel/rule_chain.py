@@ -1,0 +1,194 @@
+"""Rule upper-chain — proofs/chain-rule.md (SPEC §5 Thm 5.1 with §3.5 and the chain §7.2).
+
+Statement.  For any W (d x r), E (d x s), F = [W | E], M = I - F F^T, centres c, e (R^r),
+c1 (R^s), c' (R^d), exactly (real arithmetic):
+  beta <q_i, k_j> = beta <x_i - c, y_j - e> + beta <a_i - c1, b_j> + beta <M q_i - c', M k_j>
+                    + beta (F^T q_i)^T (I - F^T F) (F^T k_j) + (column-only) + (row-only),
+x = W^T q, y = W^T k, a = E^T q, b = E^T k.  So A is within tau = 2 tanh(osc/4) (Cor. 2.2) of
+the r-dimensional Gibbs matrix At with Gamma = beta rho_Q rho_K, where
+  osc = beta (delta_1 omega_1 + delta_2 omega_2 + 2 |F^T q|max ||I - F^T F||_2 |F^T k|max) + osc(bias)
+and by Theorem 3.4 r_{eps'}(At) <= N_net(r + 1, eps' / sqrt(6 Gamma)), eps' = eps - tau (R = 3).
+r = 0 (or 2 tanh(Gamma/2) <= eps'): r_eps(A) <= 1.  Always r_eps(A) <= min(n, N).
+Every geometric quantity is a proven float upper bound; the chain is evaluated in Arb.
+Witness: basis, query_centre, key_centre (absent: r = 0); residual_basis with
+residual_query_centre (optional); complement_query_centre (optional, default 0).
+"""
+import math
+from fractions import Fraction
+
+import flint
+import numpy as np
+
+from .common import finite
+from .fp import U, ETA, gamma, inflate, float_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
+from .load import array, obj
+from .svd import _fro_up
+from .verdict import Malformed, Rejected
+
+FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_query_centre",
+          "complement_query_centre"]
+
+
+def _prod(X, A):
+    """(Y, E): Y = fl(X A) and E >= |Y - X A| entrywise, X and A exact (TRUST.md assumption 2)."""
+    k = X.shape[1]
+    S = inflate(np.abs(X) @ np.abs(A), 2 * k)
+    return X @ A, inflate(gamma(k) * S + k * ETA, 3)
+
+
+def _norms_up(D, ops=1):
+    """Upper bounds of the exact row norms of D's rows, D = fl(exact) with <= ops roundings."""
+    s = D.shape[1]
+    return inflate(np.sqrt(inflate(np.einsum("ij,ij->i", D, D), 2 * s + ops)), 2)
+
+
+def _radius_up(P, E, c):
+    """max_i |p_i - c| for exact p_i with |p_i - P_i| <= E_i (entrywise)."""
+    if P.shape[1] == 0:
+        return 0.0
+    return float(inflate(np.max(_norms_up(P - c) + _norms_up(E, 0)), 1))
+
+
+def _diameter_up(P, E):
+    """max_{j,j'} |p_j - p_j'| for exact p_j with |p_j - P_j| <= E_j (entrywise)."""
+    if P.shape[1] == 0 or P.shape[0] < 2:
+        return 0.0
+    best, block = 0.0, max(1, (1 << 22) // P.size)
+    for j0 in range(0, P.shape[0], block):
+        D = (P[j0:j0 + block, None, :] - P[None, :, :]).reshape(-1, P.shape[1])
+        best = max(best, float(np.max(_norms_up(D))))
+    return float(inflate(best + 2 * float(np.max(_norms_up(E, 0))), 2))
+
+
+def _complement(X, EX, P, EP, F):
+    """Rows of X (I - F F^T) with P = fl(X F) (error EP): (Y, E), E >= |Y - exact| entrywise."""
+    if F.shape[1] == 0:
+        return X, np.zeros_like(X)
+    Z, EZ = _prod(P, F.T)
+    EZ = inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2)
+    Y = X - Z
+    return Y, inflate(EZ + EX + 2 * U * np.abs(Y), 3)
+
+
+def _witness(w, d, base_dir):
+    w = obj(w, "$.witness", [], FIELDS)
+    get = lambda f, shape: array(w[f], f"$.witness.{f}", base_dir, shape) if f in w else None
+    W = get("basis", (d, None))
+    r = 0 if W is None else W.shape[1]
+    c, e = get("query_centre", (r,)), get("key_centre", (r,))
+    if (W is None) != (c is None) or (W is None) != (e is None):
+        raise Malformed("$.witness", "basis, query_centre and key_centre go together")
+    E = get("residual_basis", (d, None))
+    c1 = get("residual_query_centre", (0 if E is None else E.shape[1],))
+    if (E is None) != (c1 is None):
+        raise Malformed("$.witness", "residual_basis and residual_query_centre go together")
+    c2 = get("complement_query_centre", (d,))
+    z = np.zeros((d, 0))
+    W, E = (z if W is None else W), (z if E is None else E)
+    if W.shape[1] + E.shape[1] > d:
+        raise Malformed("$.witness", f"basis and residual_basis have {W.shape[1] + E.shape[1]} > d = {d} columns")
+    return (W, np.zeros(0) if c is None else c, np.zeros(0) if e is None else e, E,
+            np.zeros(0) if c1 is None else c1, np.zeros(d) if c2 is None else c2)
+
+
+def geometry(inst, W, c, e, E, c1, c2):
+    """Proven float upper bounds of rho_Q, rho_K, delta/omega per block, the orthogonality
+    term, osc(bias) and the total oscillation osc (beta included) of the residual logits."""
+    K = inst.K if inst.kept is None else inst.K[inst.kept]
+    Q, F = inst.Q, np.hstack([W, E])
+    r = W.shape[1]
+    Pq, EPq = _prod(Q, F)
+    Pk, EPk = _prod(K, F)
+    g = {"r": r, "rho_Q": _radius_up(Pq[:, :r], EPq[:, :r], c), "rho_K": _radius_up(Pk[:, :r], EPk[:, :r], e)}
+    delta = [_radius_up(Pq[:, r:], EPq[:, r:], c1)] if E.shape[1] else []
+    omega = [_diameter_up(Pk[:, r:], EPk[:, r:])] if E.shape[1] else []
+    Mq, EMq = _complement(Q, np.zeros_like(Q), Pq, EPq, F)
+    Mk, EMk = _complement(K, np.zeros_like(K), Pk, EPk, F)
+    delta.append(_radius_up(Mq, EMq, c2))
+    omega.append(_diameter_up(Mk, EMk))
+    ortho = 0.0
+    if F.shape[1]:
+        G, EG = _prod(F.T, F)
+        D = np.eye(F.shape[1]) - G
+        defect = inflate(_fro_up(D) * (1 + 2 * U) + _fro_up(EG), 3)        # >= ||I - F^T F||_F
+        fq = np.max(_norms_up(Pq) + _norms_up(EPq, 0))
+        fk = np.max(_norms_up(Pk) + _norms_up(EPk, 0))
+        ortho = float(inflate(2 * fq * defect * fk, 4))
+    osc_bias = 0.0
+    if inst.bias is not None:
+        B = inst.bias if inst.kept is None else inst.bias[:, inst.kept]
+        osc_bias = float(inflate(np.max(B.max(axis=1) - B.min(axis=1)), 1))
+    beta_hi = float_up(inst.beta.hi)
+    osc = inflate(beta_hi * inflate(sum(x * y for x, y in zip(delta, omega)) + ortho, 4) + osc_bias, 3)
+    g.update(delta_Q=delta, omega_K=omega, ortho=ortho, osc_bias=osc_bias, osc=float(osc),
+             beta_hi=beta_hi, N=int(K.shape[0]))
+    finite(np.array([g["rho_Q"], g["rho_K"], osc] + delta + omega), "upper-chain/geometry")
+    return g
+
+
+def theta(m):
+    """An Arb ball containing an admissible covering density theta_m (SPEC §3.4)."""
+    if m == 1:
+        return flint.arb(1)
+    M = flint.arb(m)
+    V = flint.arb.pi() ** (M / 2) / (M / 2 + 1).gamma()
+    astar = V * (M + 1).sqrt() * ((M * (M + 2)) / (12 * (M + 1))) ** (M / 2)
+    if m < 3:
+        return astar
+    rogers = M * M.log() + M * M.log().log() + 5 * M
+    return astar if astar.upper() < rogers.upper() else rogers
+
+
+def P(m, y):
+    """P_m(y) = (y+1)^m - (y-1)^m = 2 sum_{k odd} C(m, k) y^(m-k): positive expansion."""
+    return 2 * sum((math.comb(m, k) * y ** (m - k) for k in range(1, m + 1, 2)), flint.arb(0))
+
+
+def chain(g, eps, n):
+    """SPEC §7.2 F2-F12 in Arb from the geometry g: dict of Arb balls and R_sym (int)."""
+    out = {"tau": None, "epsp": None, "Gamma": None, "eta": None, "S": None}
+    cap = min(n, g["N"])
+    with flint.ctx.workprec(128):
+        tau = 2 - 4 / (1 + (arb_of(Fraction(g["osc"])) / 2).exp())
+        epsp = arb_of(eps) - tau
+        Gamma = arb_of(Fraction(g["beta_hi"])) * arb_of(Fraction(g["rho_Q"])) * arb_of(Fraction(g["rho_K"]))
+        out.update(tau=tau, epsp=epsp, Gamma=Gamma)
+        if not epsp > 0:
+            return out, None, "tau>=eps"
+        if g["r"] == 0:
+            return out, 1, "r=0"
+        if 2 - 4 / (1 + Gamma.exp()) <= epsp:
+            return out, 1, "tanh"
+        eta = arb_of(max(Fraction(0), arb_to_fraction_lower(epsp / (6 * Gamma).sqrt())))  # any eta <= the true one
+        out["eta"] = eta
+        m = g["r"] + 1
+        if eta >= 2:
+            return out, 1, "net"
+        S = P(m, 2 / eta)
+        if eta < flint.arb(1) / 2:
+            S2 = theta(m) * P(m, 1 / eta)
+            S = S2 if S2.upper() < S.upper() else S
+        out["S"] = S
+        bound = math.floor(arb_to_fraction_upper(S)) if S.is_finite() else cap
+        return out, min(cap, bound), "net"
+
+
+def enclosures(inst, eps, witness, base_dir):
+    """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
+    g = geometry(inst, *_witness(witness, inst.Q.shape[1], base_dir))
+    out, R, how = chain(g, Fraction(eps), inst.n)
+    g.update(out, R_sym=R, decided=how)
+    return g
+
+
+def check(inst, claim, witness, base_dir, route):
+    g = enclosures(inst, claim.eps, witness, base_dir)
+    cap = min(inst.n, g["N"])
+    if claim.bound >= cap:
+        return {"R_sym": cap, "decided": "trivial", "r": g["r"]}
+    if g["R_sym"] is None:
+        raise Rejected("upper-chain/tau", f"tau = 2 tanh(osc/4) with osc <= {g['osc']:.6g} is not certainly < eps = {claim.eps}")
+    if g["R_sym"] > claim.bound:
+        raise Rejected("upper-chain/bound", f"certified R_sym = {g['R_sym']} ({g['decided']}, r = {g['r']}) > claimed {claim.bound}")
+    return {"R_sym": g["R_sym"], "decided": g["decided"], "r": g["r"], "osc": g["osc"],
+            "Gamma_upper": float(g["Gamma"].upper())}
