@@ -50,7 +50,7 @@ VALID = [
     ("perm-n40-frobenius", "near-permutation", 40, 16, F(5), F(1, 4), "lower-frobenius-tail", {}, 4096),
     ("keyonly-n32-chain", "key-only", 32, 8, F(6), F(1, 10), "upper-chain", {}, 4096),
     ("gauss-n48-d1-chain", "gaussian", 48, 1, F(1, 2), F(1, 2), "upper-chain", {}, 4096),
-    ("gauss-n40-d3-sidecar-chain", "gaussian", 40, 3, F(1, 8), F(1, 2), "upper-chain", {}, 8),
+    ("gauss-n48-d1-sidecar-chain", "gaussian", 48, 1, F(1, 4), F(3, 4), "upper-chain", {}, 8),
     ("gauss-n40-d2-weights-bias-chain", "gaussian", 40, 2, F(1, 64), F(1, 4), "upper-chain",
      {"weights": True, "bias": True}, 4096),
 ]
@@ -434,10 +434,11 @@ def mutations(name, doc, det, base):
             if bound > 1:
                 variant("basis-dropped", "upper-chain/tau", drop)
         else:
-            def shifted(d):  # complement centre moved: delta_2 ~ 50, tau ~ 2 > eps
-                d["witness"]["complement_query_centre"] = [writer.numeral(50.0)] * len(
-                    d["witness"]["complement_query_centre"])
-            variant("complement-centre-far", "upper-chain/tau", shifted)
+            field = next(f for f in ("complement_query_centre", "residual_query_centre") if f in w)
+
+            def shifted(d):  # residual query centre moved: delta ~ 50, tau ~ 2 > eps
+                d["witness"][field] = [writer.numeral(50.0)] * len(d["witness"][field])
+            variant("residual-centre-far", "upper-chain/tau", shifted)
     elif kind == "lower-frobenius-tail":
         variant("bound-plus-1", "lower-frobenius-tail/tail", set_bound(bound + 1))
         s = np.linalg.svd(A, compute_uv=False)
@@ -632,6 +633,22 @@ def build_malformed(made):
          mod(cover, lambda d: d["witness"]["representatives"].append(d["witness"]["representatives"][0])))
     case("cells-and-decoder", "$.witness: give exactly one of",
          mod(lower, lambda d: d["witness"].__setitem__("decoder", [["0"] * 32] * 32)))
+    # upper-chain witnesses
+    chain = load(made["gauss-n48-d1-chain"])
+    chain_k = load(made["keyonly-n32-chain"])
+    case("chain-basis-without-centres", "$.witness: basis, query_centre and key_centre go together",
+         mod(chain, lambda d: d["witness"].pop("key_centre")))
+    case("chain-centres-without-basis", "$.witness.query_centre: shape 1 where 0 is required",
+         mod(chain, lambda d: d["witness"].pop("basis")))
+    case("chain-residual-without-centre", "$.witness: residual_basis and residual_query_centre go together",
+         mod(chain, lambda d: d["witness"].__setitem__("residual_basis", [["0x1.0p+0"]])))
+    case("chain-basis-wrong-d", "$.witness.basis: shape",
+         mod(chain, lambda d: d["witness"].__setitem__("basis", [["0x1.0p+0"], ["0x0.0p+0"]])))
+    case("chain-too-many-columns", "> d = 1 columns",
+         mod(chain, lambda d: d["witness"].update(residual_basis=[["0x1.0p+0"]],
+                                                  residual_query_centre=["0x0.0p+0"])))
+    case("chain-complement-centre-wrong-length", "$.witness.complement_query_centre: shape",
+         mod(chain_k, lambda d: d["witness"].__setitem__("complement_query_centre", ["0x0.0p+0"])))
     # sidecars
     case("sidecar-parent-path", "$.instance.keys.file: sidecar path must be relative",
          mod(side, lambda d: d["instance"]["keys"].__setitem__("file", "../valid/" + d["instance"]["keys"]["file"])))
