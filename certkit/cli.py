@@ -2,6 +2,7 @@
 
   certkit verify CERT.json...   VERIFIED / REJECTED / MALFORMED / UNSUPPORTED (exit 0/1/2/3; 4 internal)
   certkit show CERT.json        the canonical claim, without checking
+  certkit audit CERT.json...    chain quantities by five routes, disagreements flagged (exit 1)
   certkit tables [--out DIR]    certified constants as CSV / Markdown / LaTeX
 """
 import argparse
@@ -128,6 +129,11 @@ def _tables(args):
     return 0
 
 
+def _audit(args):
+    from .audit.audit import run
+    return run(args)
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="certkit", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,6 +154,21 @@ def build_parser():
     s = sub.add_parser("show", help="print a certificate's canonical claim without checking it")
     s.add_argument("certificate", metavar="CERT.json")
     s.set_defaults(func=_show)
+    a = sub.add_parser("audit", help="chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Audit the chain certificate of a head (SPEC §5-§7, proofs/chain-rule.md): one row per "
+                                   "quantity (rho_Q ... osc, tau, eps', Gamma, eta, log10 S, R_sym) with the numpy float64, "
+                                   "torch float32/float64 values, the kernel's proven bound, the exact Arb enclosure fed "
+                                   "to the sympy chain, and mpmath at 50 digits.",
+                       epilog="Flags: outside (a float value outside the Arb enclosure beyond its precision), unsound "
+                              "(a kernel bound on the wrong side of the exact value), routes (Arb walker vs mpmath "
+                              "disagree), ordering (actual <= tau_exact <= tau_width <= tau_spec violated).\n"
+                              "Exit status: 0 no flags, 1 flags, 2 bad input, 4 internal error.\n"
+                              "Examples:\n  certkit audit data/certificates/*.json\n"
+                              "  certkit audit --head data/heads/example.npz --eps 1/4 --eps 1/2 --r all")
+    from .audit.audit import add_arguments as _audit_args
+    _audit_args(a)
+    a.set_defaults(func=_audit)
     t = sub.add_parser("tables", help="write tables of certified constants (CSV, Markdown, LaTeX)",
                        description="Tables of the constants the theorems use: theta_m (A_m* and Rogers), "
                                    "N_net(m, eta), C_m^pack and C_m^Rogers, lattice margins 2(S_h/theta)^d - 1, "

@@ -1,6 +1,7 @@
 """The published certificate corpus (data/certificates) and its sha256 manifest.
 
     python -m certkit.corpus data/certificates
+    python -m certkit.corpus heads data/heads        (the committed head files)
 
 Synthetic heads of several sizes, every kind of format 1.0, both bound directions; arrays
 above the inline limit go to .npy sidecars.  Deterministic: a rerun writes identical bytes.
@@ -15,14 +16,8 @@ import numpy as np
 
 from . import synthetic
 from .kernel import check
+from .headfile import beta_float
 from .search import basic, writer
-
-
-def beta_float(beta):
-    """A float near beta (for the untrusted search only)."""
-    if isinstance(beta, tuple):
-        return float(beta[1]) / float(beta[2]) ** 0.5 if beta[0] == "over_sqrt" else float(beta[1])
-    return float(beta)
 
 
 def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
@@ -110,7 +105,46 @@ def build(outdir, entries=PUBLISHED):
     return written
 
 
+# (file name, family, n, d, beta): the committed head files (data/heads), inputs of
+# `certkit audit --head` / `certkit certify --head` and of benchmarks/.
+HEADS = [
+    ("gauss-n96-d1-beta1_2.npz", "gaussian", 96, 1, Fraction(1, 2)),
+    ("gauss-n32-d8-beta2.safetensors", "gaussian", 32, 8, Fraction(2)),
+    ("gauss-n64-d4-beta1.safetensors", "gaussian", 64, 4, Fraction(1)),
+    ("gauss-n128-d16-beta4.safetensors", "gaussian", 128, 16, Fraction(4)),
+    ("gauss-n128-d64-beta1.safetensors", "gaussian", 128, 64, Fraction(1)),
+    ("clustered-n128-d8-beta3.safetensors", "clustered", 128, 8, Fraction(3)),
+    ("perm-n128-d16-beta40.safetensors", "near-permutation", 128, 16, Fraction(40)),
+    ("keyonly-n64-d8-beta5.safetensors", "key-only", 64, 8, Fraction(5)),
+]
+
+
+def write_heads(outdir):
+    """The head files of HEADS: arrays Q, K (float64) and beta (float64, shape (1,), exact)."""
+    os.makedirs(outdir, exist_ok=True)
+    out = []
+    for name, fam, n, d, beta in HEADS:
+        h = synthetic.head(fam, n, d, seed=0)
+        arrays = {"Q": h["Q"], "K": h["K"], "beta": np.array([float(beta)])}
+        assert Fraction(float(beta)) == beta
+        path = os.path.join(outdir, name)
+        if name.endswith(".npz"):
+            import zipfile
+            with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:   # fixed timestamps: byte-identical
+                for k, a in arrays.items():
+                    z.writestr(zipfile.ZipInfo(k + ".npy", date_time=(1980, 1, 1, 0, 0, 0)), writer.npy_bytes(a))
+        else:
+            from safetensors.numpy import save_file
+            save_file({k: np.ascontiguousarray(a) for k, a in arrays.items()}, path)
+        out.append(path)
+    return out
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "heads":
+        for p in write_heads(sys.argv[2] if len(sys.argv) > 2 else "data/heads"):
+            print(p)
+        sys.exit(0)
     out = sys.argv[1] if len(sys.argv) > 1 else "data/certificates"
     for p in build(out):
         print(p)
