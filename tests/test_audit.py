@@ -3,14 +3,12 @@ fire, and bad input gives exit 2 with a message naming the file / option."""
 import json
 import math
 import pathlib
-import zipfile
 
 import numpy as np
 import pytest
 
 from certkit.audit import audit as A
 from certkit.cli import main
-from certkit.search import writer
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
