@@ -167,3 +167,14 @@ def test_head_files_are_regenerated_byte_identically(tmp_path):
     for p in corpus.write_heads(str(tmp_path)):
         name = pathlib.Path(p).name
         assert (ROOT / "data" / "heads" / name).read_bytes() == pathlib.Path(p).read_bytes(), name
+
+
+def test_negative_eps_prime_compares_exactly(capsys):
+    """r where tau > eps: eps' < 0 must be compared with its sign (regression: man_exp drops it)."""
+    import mpmath
+    from fractions import Fraction
+    assert A._mpf_fraction(mpmath.mpf(-3) / 4) == Fraction(-3, 4) and A._mpf_fraction(mpmath.mpf(0)) == 0
+    code, recs = _json(capsys, ["--head", str(ROOT / "data" / "heads" / "gauss-n128-d16-beta4.safetensors"),
+                                "--r", "3"])
+    rows = {r["quantity"]: r for r in recs[0]["rows"]}
+    assert rows["epsp"]["arb"][1] < 0 and code == 0 and recs[0]["flags"] == []

@@ -420,7 +420,9 @@ def audit_one(label, head, eps, witness_doc, base_dir, backends, with_torch):
     if k["tau"] is not None and actual > float(k["tau"].upper()) + 1e-12:
         flags.append(f"unsound: witness row error {actual:.10g} > kernel tau {float(k['tau'].upper()):.10g}")
     # ordering along the SVD-bridge profile
-    prof = geo.residual_profile(head["Q"], head["K"], beta_f, head["weights"])
+    if "profile" not in head:                 # once per head, shared by its eps / r targets
+        head["profile"] = geo.residual_profile(head["Q"], head["K"], beta_f, head["weights"])
+    prof = head["profile"]
     order = []
     for row in prof:
         vals = [row.actual, row.tau_exact, row.tau_width, row.tau_spec]
@@ -438,8 +440,8 @@ def audit_one(label, head, eps, witness_doc, base_dir, backends, with_torch):
 
 def _mpf_fraction(x):
     """The exact rational value of an mpmath mpf."""
-    man, ex = x.man_exp                   # (mpmath.mpf(x) would round to the working precision)
-    return Fraction(int(man)) * Fraction(2) ** int(ex)
+    sign, man, ex, _ = x._mpf_             # exact; mpmath.mpf(x) would round, man_exp drops the sign
+    return (-1) ** sign * Fraction(int(man)) * Fraction(2) ** int(ex)
 
 
 def witness_residual(head, wit, beta):
