@@ -4,6 +4,7 @@
   certkit show CERT.json        the canonical claim, without checking
   certkit audit CERT.json...    chain quantities by five routes, disagreements flagged (exit 1)
   certkit tables [--out DIR]    certified constants as CSV / Markdown / LaTeX
+  certkit certify HEAD...       certified sandwiches lower <= r_eps <= upper, peers compared
 """
 import argparse
 import hashlib
@@ -134,6 +135,11 @@ def _audit(args):
     return run(args)
 
 
+def _certify(args):
+    from .certify import run
+    return run(args)
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="certkit", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -169,6 +175,19 @@ def build_parser():
     from .audit.audit import add_arguments as _audit_args
     _audit_args(a)
     a.set_defaults(func=_audit)
+    c = sub.add_parser("certify", help="certified sandwiches lower <= r_eps(A) <= upper for heads, with peers",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="For each head and eps: search lower (decoding, Frobenius tail) and upper "
+                                   "(SVD, LP row fits, joint l1 refinement) certificates, keep only those the "
+                                   "kernel VERIFIES, and compare the peers (truncated SVD, Nystrom/CUR, Performer, "
+                                   "Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
+                                   "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}.",
+                       epilog="Exit status: 0 every sandwich complete, 1 some bound missing, 2 bad input.\n"
+                              "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
+                              "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c")
+    from .certify import add_arguments as _certify_args
+    _certify_args(c)
+    c.set_defaults(func=_certify)
     t = sub.add_parser("tables", help="write tables of certified constants (CSV, Markdown, LaTeX)",
                        description="Tables of the constants the theorems use: theta_m (A_m* and Rogers), "
                                    "N_net(m, eta), C_m^pack and C_m^Rogers, lattice margins 2(S_h/theta)^d - 1, "
