@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import scipy.linalg
-from scipy.optimize import linprog, minimize
+from scipy.optimize import linprog
 
 SAFETY = 1e-7          # float target eps (1 - SAFETY): the certified error adds ~1e-13
 
@@ -30,7 +30,7 @@ def row_errors(A, B):
 
 # ---------------------------------------------------------------- row fits on a basis
 
-def fit_rows_irls(A, G, iters=12, delta=1e-9):
+def fit_rows_irls(A, G, iters=8, delta=1e-9):
     """Approximate l1 row fits C (n x k) of A on the rows of G by iteratively reweighted least
     squares, weights 1/max(|r_ij|, delta); any C is feasible, so errors are >= the LP optimum."""
     k = G.shape[0]
@@ -111,24 +111,29 @@ def smallest_basis_rank(A, eps, basis_of_k, lo, hi):
 
 # ---------------------------------------------------------------- joint refinement
 
-class _Reached(Exception):
+class _Stop(Exception):
     def __init__(self, x):
         self.x = x
 
 
-def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400):
+def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeless=1.2):
     """L-BFGS on (C, G) for the smoothed p-norm of the row l1 errors; stops as soon as the
-    exact float max row error is <= eps (1 - SAFETY) when eps is given.  Returns (C, G)."""
+    exact float max row error is <= eps (1 - SAFETY) when eps is given, and gives up after
+    check_at evaluations if it is still above hopeless * eps.  Returns (C, G)."""
     n, k = C.shape
     N = G.shape[1]
     target = None if eps is None else eps * (1 - SAFETY)
     scale = max(float(np.abs(A).max()), 1e-300)
+    calls = [0]
 
     def f(x):
         Cx, Gx = x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
         R = Cx @ Gx - A
-        if target is not None and np.abs(R).sum(axis=1).max() <= target:
-            raise _Reached(x.copy())
+        calls[0] += 1
+        if target is not None:
+            worst = np.abs(R).sum(axis=1).max()
+            if worst <= target or (calls[0] == check_at and worst > hopeless * target):
+                raise _Stop(x.copy())
         S = np.sqrt(R * R + (delta * scale) ** 2)
         e = S.sum(axis=1)
         m = e.max()
@@ -141,10 +146,50 @@ def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400):
 
     x0 = np.concatenate([C.ravel(), G.ravel()])
     try:
-        x = minimize(f, x0, jac=True, method="L-BFGS-B", options={"maxiter": iters}).x
-    except _Reached as r:
+        x = lbfgs(f, x0, iters)
+    except _Stop as r:
         x = r.x
     return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
+
+
+def lbfgs(f, x, iters, m=10):
+    """Unconstrained L-BFGS (two-loop recursion, Nocedal & Wright Alg. 7.4) with Armijo
+    backtracking; f(x) -> (value, gradient).  Plain numpy: scipy's L-BFGS-B driver costs more
+    per step than our objective at these sizes."""
+    F, g = f(x)
+    S, Y = [], []
+    for _ in range(iters):
+        q = g.copy()
+        alphas = []
+        for s_, y_ in reversed(list(zip(S, Y))):
+            a = s_ @ q / (y_ @ s_)
+            alphas.append(a)
+            q -= a * y_
+        if S:
+            q *= (S[-1] @ Y[-1]) / (Y[-1] @ Y[-1])
+        for (s_, y_), a in zip(zip(S, Y), reversed(alphas)):
+            q += (a - y_ @ q / (y_ @ s_)) * s_
+        d = -q
+        slope = g @ d
+        if slope >= 0:                                  # not a descent direction: restart
+            S, Y, d, slope = [], [], -g, -(g @ g)
+        t = 1.0 if S else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
+        for _ in range(30):
+            F1, g1 = f(x + t * d)
+            if F1 <= F + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            return x
+        s_, y_ = t * d, g1 - g
+        x, F, g = x + s_, F1, g1
+        if y_ @ s_ > 1e-12 * (s_ @ s_):
+            S.append(s_)
+            Y.append(y_)
+            if len(S) > m:
+                S.pop(0)
+                Y.pop(0)
+    return x
 
 
 def truncate(C, G, k):
@@ -220,7 +265,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
         bases = {"lp-svd": lambda k: Vs[:k], "lp-rows": lambda k: Gr[:k],
                  "lp-union": lambda k: orthonormal_union(Vs[:(k + 1) // 2], Gr[:k // 2])[:k]}
         for name, basis in bases.items():
-            if best["k"] <= floor or (name != "lp-svd" and best["k"] > lp_max_rank):
+            if best["k"] <= floor or best["k"] > lp_max_rank:
                 continue
             found = smallest_basis_rank(A, eps, basis, floor - 1, best["k"] - 1)
             if found is None:
