@@ -1,0 +1,203 @@
+"""certkit certify: every certificate it writes verifies, falsified variants are rejected, and on
+heads with a known answer the sandwich lower <= r_eps(A) <= upper contains the truth and is
+tight where it must be."""
+import json
+import pathlib
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy.optimize import linprog
+
+from certkit import certify, synthetic
+from certkit.kernel import check
+from certkit.search import lower, upper
+
+HEADS = pathlib.Path(__file__).resolve().parents[1] / "data" / "heads"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "certkit", *args], capture_output=True, text=True, timeout=600)
+
+
+def sandwich(h, eps, tmp_path, name="h", **kw):
+    (row,) = certify.certify_head(name, h, [Fraction(eps)], str(tmp_path), **kw)
+    for key in ("lower_file", "upper_file"):
+        v = check(str(tmp_path / row[key]))
+        assert v.status == "VERIFIED", v.line()
+    return row
+
+
+def repeated_rows_head(k, reps, d, beta, seed=0):
+    """A Gibbs head whose queries and keys take only k values (unit vectors in R^d): A has at
+    most k distinct rows, so rank A <= k and r_eps(A) <= k for every eps."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((k, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    X = np.round(X * 2.0 ** 30) / 2.0 ** 30
+    idx = np.repeat(np.arange(k), reps)
+    return {"Q": X[idx].copy(), "K": X[idx].copy(), "beta": Fraction(beta)}
+
+
+# ---------------------------------------------------------------- known answers
+
+def test_key_only_head_has_rank_one(tmp_path):
+    h = synthetic.head("key-only", 40, 6, beta=Fraction(3), seed=2)
+    row = sandwich(h, "1/10", tmp_path)
+    assert row["lower"] == row["upper"] == 1
+
+
+@pytest.mark.parametrize("k", [3, 6])
+def test_repeated_rows_head_is_exactly_rank_k(tmp_path, k):
+    h = repeated_rows_head(k, 8, 8, beta=60)
+    row = sandwich(h, "1/4", tmp_path)
+    assert row["upper"] <= k                       # the truth r_eps <= rank A <= k
+    assert row["lower"] == k                       # well separated at beta = 60: exactly k
+
+
+def test_near_permutation_head_is_full_rank(tmp_path):
+    h = synthetic.head("near-permutation", 24, 8, beta=Fraction(40), seed=1)
+    row = sandwich(h, "1/4", tmp_path, name="perm")
+    assert row["lower"] == row["upper"] == 24
+
+
+def test_upper_beats_or_matches_svd_and_sandwich_is_ordered(tmp_path):
+    h = synthetic.head("gaussian", 32, 8, beta=Fraction(2), seed=0)
+    row = sandwich(h, "1/4", tmp_path, peers=("svd",))
+    assert row["lower"] <= row["upper"] <= row["peers"]["svd"]["k"]
+    assert row["upper"] < row["svd_rank"]          # the LP / refinement stages do better here
+
+
+# ---------------------------------------------------------------- falsified variants
+
+def _falsify(src, dst, edit):
+    doc = json.loads(src.read_text())
+    edit(doc)
+    dst.write_text(json.dumps(doc))
+    return check(str(dst))
+
+
+def test_falsified_certificates_are_rejected(tmp_path):
+    h = synthetic.head("gaussian", 24, 4, beta=Fraction(2), seed=3)
+    row = sandwich(h, "1/4", tmp_path)
+    up, lo = tmp_path / row["upper_file"], tmp_path / row["lower_file"]
+    k, M = row["upper"], row["lower"]
+
+    def tighter_upper(doc):
+        doc["claim"]["bound"] = str(k - 1)
+    assert _falsify(up, tmp_path / "u1.json", tighter_upper).status == "REJECTED"
+
+    def smaller_eps(doc):
+        doc["claim"]["eps"] = "1/100"
+    assert _falsify(up, tmp_path / "u2.json", smaller_eps).status == "REJECTED"
+
+    def broken_factor(doc):
+        doc["witness"]["U"][0][0] = float.fromhex(doc["witness"]["U"][0][0]).__add__(1.0).hex()
+    assert _falsify(up, tmp_path / "u3.json", broken_factor).status == "REJECTED"
+
+    def stronger_lower(doc):
+        doc["claim"]["bound"] = str(M + 1)
+    assert _falsify(lo, tmp_path / "l1.json", stronger_lower).status == "REJECTED"
+
+    def hotter_head(doc):                          # the same witness for a flatter head fails
+        doc["instance"]["beta"] = "1/64"
+    assert _falsify(up if k > 1 else lo, tmp_path / "l2.json", hotter_head).status == "REJECTED"
+    assert _falsify(up, tmp_path / "u4.json", lambda d: d["witness"].pop("V")).status == "MALFORMED"
+
+
+@settings(max_examples=6, deadline=None)
+@given(family=st.sampled_from(["gaussian", "clustered"]), n=st.integers(4, 16), d=st.integers(1, 6),
+       beta=st.sampled_from([Fraction(1, 2), Fraction(2), Fraction(8)]), eps=st.sampled_from(["1/10", "1/3"]),
+       seed=st.integers(0, 3))
+def test_sandwiches_verify_and_are_ordered(tmp_path_factory, family, n, d, beta, eps, seed):
+    tmp = tmp_path_factory.mktemp("s")
+    h = synthetic.head(family, n, d, beta=beta, seed=seed)
+    row = sandwich(h, eps, tmp)
+    assert 1 <= row["lower"] <= row["upper"] <= n
+
+
+# ---------------------------------------------------------------- the search pieces
+
+def test_lp_row_fit_is_the_l1_optimum():
+    rng = np.random.default_rng(0)
+    A = rng.dirichlet(np.ones(12), size=5)
+    G = rng.standard_normal((3, 12))
+    C, err = upper.fit_rows_lp(A, G)
+    for i, a in enumerate(A):                      # primal: min 1^T t, -t <= a - G^T c <= t
+        k, N = G.shape
+        I = np.eye(N)
+        r = linprog(np.r_[np.zeros(k), np.ones(N)],
+                    A_ub=np.block([[G.T, -I], [-G.T, -I]]), b_ub=np.r_[a, -a],
+                    bounds=[(None, None)] * k + [(0, None)] * N, method="highs")
+        assert err[i] == pytest.approx(r.fun, abs=1e-9)
+    C2 = upper.fit_rows_irls(A, G)
+    assert np.all(np.abs(A - C2 @ G).sum(axis=1) >= err - 1e-9)   # any fit is no better than the LP
+
+
+def test_lbfgs_minimises_a_quadratic():
+    rng = np.random.default_rng(1)
+    M = rng.standard_normal((20, 20))
+    H = M @ M.T + np.eye(20)
+    b = rng.standard_normal(20)
+    x = upper.lbfgs(lambda x: (0.5 * x @ H @ x - b @ x, H @ x - b), np.zeros(20), 500)
+    assert np.allclose(x, np.linalg.solve(H, b), atol=1e-6)
+
+
+def test_upper_search_stops_at_the_floor():
+    A = synthetic.attention(dict(synthetic.head("gaussian", 32, 8, seed=0), beta=2.0))
+    judge = lambda U, V: upper.row_errors(A, U @ V.T).max() + 1e-12
+    free = upper.search(A, 0.25, judge)
+    floored = upper.search(A, 0.25, judge, floor=free["svd_rank"])
+    assert free["k"] < free["svd_rank"] == floored["k"]
+
+
+def test_decoding_candidates_pass_their_own_tests():
+    A = synthetic.attention(dict(synthetic.head("gaussian", 40, 6, seed=4), beta=3.0))
+    for kind, M, msgs, cells in lower.decoding_candidates(A, 0.2):
+        T = lower.contraction(A, msgs, cells, M)
+        if kind == "lower-decoding-margin":
+            assert np.all(lower.margins(T) > 0.2)
+        else:
+            assert 0.2 * np.abs(np.linalg.inv(T)).sum(axis=1).max() < 1
+
+
+# ---------------------------------------------------------------- command line
+
+def test_cli_certify_synthetic_and_head_file(tmp_path):
+    r = run("certify", "--synthetic", "gaussian:n=16,d=4,beta=2,seed=1", str(HEADS / "gauss-n32-d8-beta2.safetensors"),
+            "--eps", "1/4,0.5", "--peers", "svd,linformer", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("<= r_eps(A) <=") == 4
+    rows = json.loads((tmp_path / "summary.json").read_text())
+    assert {row["eps"] for row in rows} == {"1/4", "1/2"}
+    assert "| gauss-n32-d8-beta2 |" in (tmp_path / "summary.md").read_text()
+    files = [str(tmp_path / row[k]) for row in rows for k in ("lower_file", "upper_file")]
+    v = run("verify", *files)
+    assert v.returncode == 0 and v.stdout.count("VERIFIED") == 8
+
+
+def test_cli_certify_is_deterministic(tmp_path):
+    outs = []
+    for sub in ("a", "b"):
+        r = run("certify", "--synthetic", "clustered:n=24,d=4,beta=3", "--eps", "1/5", "--peers", "performer",
+                "--out", str(tmp_path / sub))
+        assert r.returncode == 0, r.stderr
+        outs.append(sorted((p.name, p.read_bytes()) for p in (tmp_path / sub).rglob("*.json") if p.name != "summary.json"))
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--synthetic", "gausian:n=8"], "family must be one of"),
+    (["--synthetic", "gaussian:n=eight"], "must be integers"),
+    (["--synthetic", "gaussian", "--eps", "0"], "outside (0, 2)"),
+    (["--synthetic", "gaussian", "--eps", "abc"], "is not a number"),
+    (["--synthetic", "gaussian", "--peers", "reformer"], "unknown peer"),
+    (["/nonexistent/head.npz"], "head.npz"),
+    ([], "no heads"),
+])
+def test_cli_certify_bad_input(tmp_path, args, needle):
+    r = run("certify", *args, "--out", str(tmp_path))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
