@@ -30,13 +30,7 @@ def margins(T):
 
 
 def inverse_ok(T, eps):
-    if T.shape[0] == 0:
-        return True
-    try:
-        X = np.linalg.inv(T)
-    except np.linalg.LinAlgError:
-        return False
-    return bool(np.all(np.isfinite(X))) and eps * np.abs(X).sum(axis=1).max() * (1 + 1e-3) < 1 - 1e-9
+    return T.shape[0] == 0 or eps * inverse_norm(T) * (1 + 1e-3) < 1 - 1e-9
 
 
 def farthest_rows(A, m):
@@ -72,6 +66,75 @@ def prune(A, msgs, eps, test):
     return msgs, argmax_cells(A, msgs)
 
 
+def inverse_norm(T):
+    """||T^{-1}||_inf in floats (inf if singular)."""
+    try:
+        X = np.linalg.inv(T)
+    except np.linalg.LinAlgError:
+        return np.inf
+    v = np.abs(X).sum(axis=1).max()
+    return float(v) if np.isfinite(v) else np.inf
+
+
+def local_cells(A, msgs, cells, sweeps=2):
+    """Coordinate descent on the cell of each column (or none, -1) for ||T^{-1}||_inf."""
+    M = len(msgs)
+    cells = cells.copy()
+    T = contraction(A, msgs, cells, M)
+    cur = inverse_norm(T)
+    for _ in range(sweeps):
+        improved = False
+        for j in range(A.shape[1]):
+            col, old = A[msgs, j], int(cells[j])
+            base = T.copy()
+            if old >= 0:
+                base[:, old] -= col
+            best_v, best_b = cur, old
+            for b in range(-1, M):
+                if b != old:
+                    T2 = base.copy()
+                    if b >= 0:
+                        T2[:, b] += col
+                    v = inverse_norm(T2)
+                    if v < best_v * (1 - 1e-12):
+                        best_v, best_b = v, b
+            if best_b != old:
+                cells[j], T, cur, improved = best_b, base, best_v, True
+                if best_b >= 0:
+                    T[:, best_b] += col
+        if not improved:
+            break
+    return cells, cur
+
+
+def grow_inverse(A, eps, max_local=64):
+    """Greedy growth for Lemma 8.2: add the row whose argmax-cell contraction has the smallest
+    ||T^{-1}||_inf while eps ||T^{-1}|| < 1; when that stops, one more row with coordinate
+    descent on the cells (if M <= max_local).  Returns (messages, cells)."""
+    n = A.shape[0]
+    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
+    S = [int(np.argmax(A.max(axis=1)))]
+    cells = argmax_cells(A, np.array(S))
+    while len(S) < min(n, A.shape[1]):
+        best = None
+        for i in range(n):
+            if i not in S:
+                msgs = np.array(S + [i])
+                v = inverse_norm(contraction(A, msgs, argmax_cells(A, msgs)))
+                if best is None or v < best[0]:
+                    best = (v, i)
+        msgs = np.array(S + [best[1]])
+        c = argmax_cells(A, msgs)
+        if not ok(best[0]):
+            if len(msgs) > max_local:
+                break
+            c, v = local_cells(A, msgs, c)
+            if not ok(v):
+                break
+        S, cells = list(msgs), c
+    return np.array(S, dtype=np.int64), cells
+
+
 def decoding_candidates(A, eps, hi=None):
     """[(kind, M, messages, cells)] best-first per kind (float tests; the kernel decides)."""
     n, N = A.shape
@@ -97,6 +160,10 @@ def decoding_candidates(A, eps, hi=None):
             msgs, cells = prune(A, msgs0, eps, test)
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
+    if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
+        msgs, cells = grow_inverse(A, eps)
+        if len(msgs) > 1:
+            out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
     out.sort(key=lambda c: -c[1])
     return out
 
