@@ -39,8 +39,8 @@ def parse_eps_list(text):
             e = Fraction(part)
         except (ValueError, ZeroDivisionError):
             raise CertifyError(f"--eps: {part!r} is not a number (use decimals or p/q)") from None
-        if not 0 < e < 2:
-            raise CertifyError(f"--eps: {part} is outside (0, 2) (row l1 errors lie in [0, 2])")
+        if not 0 < e < 1:
+            raise CertifyError(f"--eps: {part} is outside (0, 1) (for eps >= 1, B = 0 already gives r_eps = 0)")
         out.append(e)
     if not out:
         raise CertifyError("--eps: empty list")
@@ -174,7 +174,11 @@ def certify_head(name, h, eps_list, out_dir, peers=(), seed=0, attempts=24):
                "seconds": round(t_ours, 3), "peers": {}}
         for p in peers:
             from .search import peers as peer_mod
-            res = peer_mod.smallest_rank(p, A, h, inst, float(eps), seed=seed)
+            try:
+                res = peer_mod.smallest_rank(p, A, h, inst, float(eps), seed=seed)
+            except ValueError as e:                 # the peer does not apply to this head
+                row["peers"][p] = {"k": None, "certified_error": None, "seconds": 0.0, "note": str(e)}
+                continue
             row["peers"][p] = {"k": res["k"], "certified_error": res["certified_error"],
                                "seconds": round(res["seconds"], 3)}
         rows.append(row)
@@ -261,14 +265,18 @@ def run(args):
     for i, (name, h) in enumerate(heads, 1):
         if tty:
             print(f"\r[{i}/{len(heads)}] {name[:60]:<60}", end="", file=sys.stderr, flush=True)
-        new = certify_head(name, h, eps_list, args.out, peers, args.seed, args.attempts)
+        try:
+            new = certify_head(name, h, eps_list, args.out, peers, args.seed, args.attempts)
+        except Exception as e:                      # a bug: say where, never a traceback
+            print(f"\ncertkit certify: internal error on head {name}: {type(e).__name__}: {e}", file=sys.stderr)
+            return 4
         rows.extend(new)
         write_summary(rows, args.out, peers)          # nothing lost on interruption
         if tty:
             print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
         if not args.json:
             for r in new:
-                peer_txt = "  ".join(f"{p}={r['peers'][p]['k']}" for p in peers)
+                peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
                 print(f"{r['head']}  eps={r['eps']}:  {sandwich(r)}   ({r['lower_kind']}; {r['upper_method']})"
                       f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]")
     if args.json:

@@ -64,6 +64,19 @@ def test_near_permutation_head_is_full_rank(tmp_path):
     assert row["lower"] == row["upper"] == 24
 
 
+def test_weighted_biased_rectangular_head(tmp_path):
+    """Column weights (two columns dropped), a logit bias and n != N go through every stage;
+    peers that do not apply (Performer with a bias) are reported as such, not as a crash."""
+    h = synthetic.head("gaussian", 20, 4, beta=Fraction(2), N=30, seed=5)
+    h["weights"] = np.ones(30)
+    h["weights"][[3, 7]] = 0
+    h["weights"][5] = 2.5
+    h["bias"] = np.round(np.random.default_rng(1).standard_normal((20, 30)) * 2 ** 20) / 2 ** 20
+    row = sandwich(h, "1/5", tmp_path, peers=("svd", "performer"))
+    assert 1 <= row["lower"] <= row["upper"] <= row["peers"]["svd"]["k"] <= 20
+    assert row["peers"]["performer"]["k"] is None and "bias" in row["peers"]["performer"]["note"]
+
+
 def test_upper_beats_or_matches_svd_and_sandwich_is_ordered(tmp_path):
     h = synthetic.head("gaussian", 32, 8, beta=Fraction(2), seed=0)
     row = sandwich(h, "1/4", tmp_path, peers=("svd",))
@@ -192,7 +205,7 @@ def test_cli_certify_is_deterministic(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["--synthetic", "gausian:n=8"], "family must be one of"),
     (["--synthetic", "gaussian:n=eight"], "must be integers"),
-    (["--synthetic", "gaussian", "--eps", "0"], "outside (0, 2)"),
+    (["--synthetic", "gaussian", "--eps", "0"], "outside (0, 1)"),
     (["--synthetic", "gaussian", "--eps", "abc"], "is not a number"),
     (["--synthetic", "gaussian", "--peers", "reformer"], "unknown peer"),
     (["/nonexistent/head.npz"], "head.npz"),
