@@ -12,12 +12,10 @@ import re
 import time
 from fractions import Fraction
 
-import numpy as np
 
 from . import synthetic
 from .headfile import read_head, beta_float, parse_beta, HeadFileError
 from .kernel import check
-from .kernel.load import Instance, beta as read_beta
 from .kernel.rule_factorization import max_row_error
 from .search import lower, upper, writer
 
@@ -88,11 +86,6 @@ def _tag(x):
     return str(x).replace("/", "_")
 
 
-def kernel_instance(h):
-    return Instance(read_beta(writer.beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"],
-                    h.get("weights"), h.get("bias"))
-
-
 # ---------------------------------------------------------------- one head, one eps
 
 def _write_checked(path, kind, bound, eps, h, wit, prov):
@@ -153,7 +146,7 @@ def certify_head(name, h, eps_list, out_dir, peers=(), seed=0, attempts=24):
     """Rows of the summary for one head (one per eps); certificates under out_dir/name/."""
     hf = dict(h, beta=beta_float(h["beta"]))
     A = synthetic.attention(hf)
-    inst = kernel_instance(h)
+    inst = writer.kernel_instance(h)
     n, N, d = int(h["Q"].shape[0]), int(h["K"].shape[0]), int(h["Q"].shape[1])
     rows = []
     for eps in eps_list:

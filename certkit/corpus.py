@@ -36,9 +36,8 @@ def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
     elif kind == "lower-frobenius-tail":
         wit, bound = {}, basic.frobenius_bound(A, e)
     elif kind == "upper-chain":
-        from .kernel.load import Instance, beta as read_beta
         from .search.chain import best_chain
-        inst = Instance(read_beta(writer.beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"], h.get("weights"), h.get("bias"))
+        inst = writer.kernel_instance(h)
         found = best_chain(inst, h["Q"], h["K"], beta_float(h["beta"]), eps, h.get("weights"))
         if found is None:
             raise ValueError(f"{path}: no r with tau < eps")

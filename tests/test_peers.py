@@ -7,7 +7,6 @@ import pytest
 
 from certkit import synthetic
 from certkit.headfile import beta_float, read_head
-from certkit.kernel.load import Instance, beta as read_beta
 from certkit.search import peers, writer
 
 HEADS = os.path.join(os.path.dirname(__file__), "..", "data", "heads")
@@ -18,8 +17,7 @@ def attention(h):
 
 
 def instance(h):
-    return Instance(read_beta(writer.beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"],
-                    h.get("weights"), h.get("bias"))
+    return writer.kernel_instance(h)
 
 
 def row_error(A, U, V):

@@ -40,11 +40,11 @@ from scipy.spatial.distance import pdist
 from .. import geometry as geo
 from ..headfile import HeadFileError, read_head, parse_beta, beta_float
 from ..kernel.fp import arb_to_fraction_lower, arb_to_fraction_upper, arb_of
-from ..kernel.load import Instance, beta as read_beta, read_json, header, claim as read_claim, instance as read_instance
+from ..kernel.load import read_json, header, claim as read_claim, instance as read_instance
 from ..kernel.rule_chain import enclosures, _witness
 from ..kernel.verdict import Malformed, Unsupported
 from ..search.chain import best_chain, chain_witness, witness_json
-from ..search.writer import beta_json
+from ..search.writer import kernel_instance
 from ..symbolic.arb_eval import chain_arb, chain_mpmath
 
 GEOMETRY = ["rho_Q", "rho_K", "delta_1", "omega_1", "delta_2", "omega_2", "ortho", "osc_bias", "osc"]
@@ -494,7 +494,7 @@ def targets_from_certificate(path, rs):
 
 def targets_from_head(path, beta_text, eps_list, rs):
     h = read_head(path, parse_beta(beta_text) if beta_text is not None else None)
-    inst = Instance(read_beta(beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"], h["weights"], h["bias"])
+    inst = kernel_instance(h)
     head = _head_from_instance(inst, h["beta"], inst.beta.text)
     out = []
     for eps in eps_list:

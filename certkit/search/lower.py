@@ -12,6 +12,8 @@ here are float with a safety margin; each returned candidate is decided by the k
 """
 import numpy as np
 
+from .basic import frobenius_bound
+
 SAFETY = 1e-6
 
 
@@ -168,25 +170,17 @@ def decoding_candidates(A, eps, hi=None):
     return out
 
 
-def frobenius_rank(C, eps, rows):
-    """Largest M with sum_{l >= M} sigma_l(C)^2 > rows eps^2 (1 + SAFETY) (0 if none)."""
-    s = np.linalg.svd(C, compute_uv=False)
-    tails = np.cumsum((s ** 2)[::-1])[::-1]
-    ok = np.flatnonzero(tails > rows * eps * eps * (1 + SAFETY) + 1e-12)
-    return int(ok[-1]) + 1 if ok.size else 0
-
-
 def frobenius_candidates(A, eps, cell_counts=(2, 4, 8, 16, 32, 64)):
     """[(M, rows or None, cells or None)]: the tail test on A, on cell contractions A G with
     farthest-point cells, and on the rows that lie far from the contraction's top subspace."""
     n, N = A.shape
-    out = [(frobenius_rank(A, eps, n), None, None)]
+    out = [(frobenius_bound(A, eps, SAFETY), None, None)]
     for m in cell_counts:
         if m >= N:
             break
         cells = argmax_cells(A, farthest_rows(A, m))
         C = contraction(A, np.arange(n), cells, int(cells.max()) + 1)
-        out.append((frobenius_rank(C, eps, n), None, cells))
+        out.append((frobenius_bound(C, eps, SAFETY), None, cells))
         M = out[-1][0]
         # rows with a large residual off the top (M) right singular vectors of C
         _, _, Vt = np.linalg.svd(C, full_matrices=False)
@@ -194,6 +188,6 @@ def frobenius_candidates(A, eps, cell_counts=(2, 4, 8, 16, 32, 64)):
         res = ((C - (C @ P.T) @ P) ** 2).sum(axis=1)
         for q in (0.5, 0.25):
             rows = np.sort(np.argsort(-res, kind="stable")[:max(2, int(q * n))])
-            out.append((frobenius_rank(C[rows], eps, len(rows)), rows, cells))
+            out.append((frobenius_bound(C[rows], eps, SAFETY), rows, cells))
     out.sort(key=lambda c: -c[0])
     return [c for c in out if c[0] > 0]

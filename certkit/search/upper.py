@@ -21,11 +21,9 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import linprog
 
+from .basic import row_errors
+
 SAFETY = 1e-7          # float target eps (1 - SAFETY): the certified error adds ~1e-13
-
-
-def row_errors(A, B):
-    return np.abs(A - B).sum(axis=1)
 
 
 # ---------------------------------------------------------------- row fits on a basis
@@ -248,8 +246,8 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
     Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
     target = eps * (1 - SAFETY)
-    errs = [row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() for k in range(1, len(s) + 1)]
-    k_svd = next((k for k, e in enumerate(errs, 1) if e <= target), len(s))
+    k_svd = next((k for k in range(1, len(s) + 1)
+                  if row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target), len(s))
     for k in range(k_svd, len(s) + 1):
         if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
             break

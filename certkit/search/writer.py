@@ -78,6 +78,13 @@ def beta_json(beta):
     return numeral(beta)
 
 
+def kernel_instance(h):
+    """The kernel's in-memory Instance of head h (the same exact numbers a certificate states)."""
+    from ..kernel.load import Instance, beta as read_beta
+    return Instance(read_beta(beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"],
+                    h.get("weights"), h.get("bias"))
+
+
 def instance_json(w, Q, K, beta, weights=None, bias=None):
     """beta: Fraction/int (exact), ("over_sqrt", c, D) or ("interval", lo, hi)."""
     inst = {"beta": beta_json(beta), "queries": w.array("queries", Q), "keys": w.array("keys", K)}
