@@ -29,6 +29,7 @@ KINDS = {  # kind -> (relation, assumptions the rule relies on)
     "lower-decoding-inverse-norm": (">=", ["decode-inverse-norm"]),
     "lower-frobenius-tail": (">=", ["frobenius-tail", "verified-svd"]),
     "upper-chain": ("<=", ["chain-rule", "cited-covering-densities"]),
+    "lower-lattice": (">=", ["lattice-construction"]),
 }
 MAX_FILE = 1 << 26            # 64 MiB of JSON
 MAX_SIDECAR = 1 << 32         # 4 GiB per array
