@@ -109,12 +109,15 @@ def _show(args):
     print(f"claim       {c.text()}")
     print(f"kind        {kind}")
     print(f"assumptions {', '.join(doc['assumptions'])}")
-    print(f"beta        {json.dumps(inst.get('beta'))}")
-    print(f"queries     {shape(inst.get('queries'))}")
-    print(f"keys        {shape(inst.get('keys'))}")
-    for k in ("column_weights", "logit_bias"):
-        if k in inst:
-            print(f"{k:<11} {shape(inst[k])}")
+    if kind == "lower-lattice" and isinstance(inst, dict):     # parametric: no arrays
+        print(f"instance    {', '.join(f'{k}={v}' for k, v in inst.items())}")
+    else:
+        print(f"beta        {json.dumps(inst.get('beta'))}")
+        print(f"queries     {shape(inst.get('queries'))}")
+        print(f"keys        {shape(inst.get('keys'))}")
+        for k in ("column_weights", "logit_bias"):
+            if k in inst:
+                print(f"{k:<11} {shape(inst[k])}")
     print(f"witness     {', '.join(sorted(doc['witness'])) if isinstance(doc['witness'], dict) else '?'}")
     if "provenance" in doc:
         print(f"provenance  {json.dumps(doc['provenance'])}")

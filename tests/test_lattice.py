@@ -238,3 +238,10 @@ def test_scale_crosscheck_and_plots(tmp_path):
 def test_scale_bad_input_exits_2(args, msg, tmp_path):
     r = _scale(*args, "--out", str(tmp_path))
     assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_show_prints_the_parametric_instance():
+    r = subprocess.run([sys.executable, "-m", "certkit", "show", os.path.join(GOLDEN, "ball-65x4-tokens.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "construction=ball" in r.stdout and "half_width=32" in r.stdout
+    assert "r_eps(A) >= 17850625" in r.stdout
