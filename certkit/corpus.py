@@ -71,6 +71,24 @@ PUBLISHED = [
 ]
 
 
+# (name, construction, parameters, eps): parametric lower-lattice certificates (SPEC §8.2-8.4)
+PUBLISHED_LATTICE = [
+    ("ball-65x4-beta640sq-tokens", "ball", dict(d=4, beta=640 ** 2, L=9, K=32, mode="tokens"), Fraction(7, 20)),
+    ("sphere-d3-lattice", "sphere", dict(d=3, mu=Fraction(9, 2), R2=10 ** 4), Fraction(7, 20)),
+    ("interaction-r2-lattice", "interaction", dict(r=2, rho2=10 ** 4, L=5, K=13), Fraction(7, 20)),
+]
+
+
+def produce_lattice(path, construction, p, eps):
+    from .search import lattice
+    prov = {"producer": "certkit.corpus", "construction": construction}
+    if construction == "ball":
+        return lattice.ball_certificate(path, p["d"], p["beta"], p["L"], p["K"], eps, mode=p["mode"], provenance=prov)
+    if construction == "sphere":
+        return lattice.sphere_certificate(path, p["d"], p["mu"], p["R2"], eps, provenance=prov)
+    return lattice.interaction_certificate(path, p["r"], p["rho2"], p["L"], p["K"], eps, provenance=prov)
+
+
 def head_for(family, n, d, beta, extras, seed=0):
     h = synthetic.head(family, n, d, seed=seed)
     h["beta"] = beta
@@ -95,11 +113,14 @@ def build(outdir, entries=PUBLISHED):
     os.makedirs(outdir, exist_ok=True)
     written = []
     for name, fam, n, d, beta, eps, kind, extras in entries:
-        path = produce(os.path.join(outdir, name + ".json"), kind, head_for(fam, n, d, beta, extras), eps)
+        written.append(produce(os.path.join(outdir, name + ".json"), kind, head_for(fam, n, d, beta, extras), eps))
+    if entries is PUBLISHED:
+        for name, con, p, eps in PUBLISHED_LATTICE:
+            written.append(produce_lattice(os.path.join(outdir, name + ".json"), con, p, eps))
+    for path in written:
         v = check(path)
         if v.status != "VERIFIED":
             raise SystemExit(f"{path}: {v.line()}")
-        written.append(path)
     write_manifest(outdir)
     return written
 

@@ -227,3 +227,160 @@ def test_spec_example_validates_and_verifies(validator, tmp_path):
     p.write_text(block)
     v = check(str(p))
     assert v.status == "VERIFIED", v.line()
+
+
+def test_instance_is_constrained_per_kind(schema):
+    """The matrix instance is required by every kind's branch except lower-lattice, whose instance
+    is parametric; the top level only says "object"."""
+    assert schema["properties"]["instance"]["type"] == "object"
+    assert "$ref" not in schema["properties"]["instance"]
+    for kind, then in _per_kind(schema).items():
+        want = "#/$defs/instance-lattice" if kind == "lower-lattice" else "#/$defs/instance"
+        assert then["properties"]["instance"] == {"$ref": want}, kind
+
+
+# ---------------------------------------------------------------- lower-lattice (parametric)
+def _lattice_writers():
+    from fractions import Fraction
+    from certkit.search import lattice as lat
+    eps = Fraction(35, 100)
+    return {
+        "ball-weights": lambda p: lat.ball_certificate(p, 2, 400, 5, 2, eps),
+        "ball-tokens": lambda p: lat.ball_certificate(p, 4, 409600, 9, 32, eps, mode="tokens"),
+        "interaction": lambda p: lat.interaction_certificate(p, 2, 10 ** 4, 5, 13, eps),
+        "sphere": lambda p: lat.sphere_certificate(p, 3, Fraction(9, 2), 10 ** 4, eps),
+    }
+
+
+LATTICE = list(_lattice_writers())
+
+
+def _lattice_doc(tmp_path, name):
+    p = str(tmp_path / f"{name}.json")
+    _lattice_writers()[name](p)
+    with open(p) as f:
+        return json.load(f)
+
+
+def _kernel_status(tmp_path, doc):
+    from certkit.kernel import check
+    p = tmp_path / "mutated.json"
+    p.write_text(json.dumps(doc))
+    return check(str(p))
+
+
+@pytest.mark.parametrize("name", LATTICE)
+def test_lattice_certificates_validate(validator, tmp_path, name):
+    from certkit.kernel import check
+    doc = _lattice_doc(tmp_path, name)
+    assert doc["kind"] == "lower-lattice"
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
+    assert not errors, errors
+    v = check(str(tmp_path / f"{name}.json"))
+    assert v.status == "VERIFIED", v.line()
+
+
+def _lattice_matrix_instance(d):
+    d["instance"] = load("clustered-n48-cover.json")["instance"]
+
+
+def _lattice_missing_half_width(d):
+    del d["instance"]["half_width"]
+
+
+def _lattice_unknown_instance_key(d):
+    d["instance"]["temperature"] = "1"
+
+
+def _lattice_unknown_witness_key(d):
+    d["witness"]["extra"] = "0"
+
+
+def _lattice_mode_on_interaction(d):
+    d["instance"]["mode"] = "weights"
+
+
+def _lattice_bad_mode(d):
+    d["instance"]["mode"] = "counts"
+
+
+def _lattice_json_number(d):
+    d["instance"]["spacing"] = 5
+
+
+def _lattice_cell_length(d):
+    d["witness"]["cell"] = ["-2", "0", "2"]
+
+
+def _lattice_cell_on_sphere(d):
+    d["witness"] = {"cell": ["0", "0"]}
+
+
+def _lattice_empty_witness_on_ball(d):
+    d["witness"] = {}
+
+
+def _lattice_wrong_assumptions(d):
+    d["assumptions"] = ["decode-margin"]
+
+
+def _lattice_wrong_relation(d):
+    d["claim"]["relation"] = "<="
+
+
+LATTICE_MUTATIONS = [  # (document, mutation): the reader says MALFORMED, the schema rejects
+    ("ball-weights", _lattice_matrix_instance),
+    ("sphere", _lattice_matrix_instance),
+    ("ball-tokens", _lattice_missing_half_width),
+    ("interaction", _lattice_missing_half_width),
+    ("ball-weights", _lattice_unknown_instance_key),
+    ("sphere", _lattice_unknown_instance_key),
+    ("interaction", _lattice_unknown_witness_key),
+    ("interaction", _lattice_mode_on_interaction),
+    ("ball-weights", _lattice_bad_mode),
+    ("ball-weights", _lattice_json_number),
+    ("interaction", _lattice_cell_length),
+    ("sphere", _lattice_cell_on_sphere),
+    ("ball-tokens", _lattice_empty_witness_on_ball),
+    ("sphere", _lattice_wrong_assumptions),
+    ("ball-weights", _lattice_wrong_relation),
+]
+
+
+@pytest.mark.parametrize("name,mutate", LATTICE_MUTATIONS,
+                         ids=[f"{n}-{m.__name__.strip('_')}" for n, m in LATTICE_MUTATIONS])
+def test_lattice_malformations_rejected(validator, tmp_path, name, mutate):
+    doc = _lattice_doc(tmp_path, name)
+    assert validator.is_valid(doc)
+    mutate(doc)
+    assert not validator.is_valid(doc)
+    v = _kernel_status(tmp_path, doc)
+    assert v.status == "MALFORMED", v.line()
+
+
+def test_lattice_unknown_construction_rejected(validator, tmp_path):
+    """A construction the 1.0 checker does not read is UNSUPPORTED (like an unknown kind); the
+    schema describes only ball, interaction and sphere."""
+    doc = _lattice_doc(tmp_path, "ball-weights")
+    doc["instance"]["construction"] = "torus"
+    assert not validator.is_valid(doc)
+    assert _kernel_status(tmp_path, doc).status == "UNSUPPORTED"
+
+
+@pytest.mark.parametrize("name", ["clustered-n48-cover.json", "perm-n40-margin.json",
+                                  "perm-n64-frobenius.json", "gauss-n32-factor.json",
+                                  "gauss-n128-d1-chain.json"])
+@pytest.mark.parametrize("lattice", ["ball-tokens", "sphere"])
+def test_matrix_kind_with_parametric_instance_rejected(validator, tmp_path, name, lattice):
+    doc = load(name)
+    assert validator.is_valid(doc) and reader_verdict(doc) is None
+    doc["instance"] = _lattice_doc(tmp_path, lattice)["instance"]
+    assert isinstance(reader_verdict(doc), Malformed)
+    assert not validator.is_valid(doc)
+
+
+def test_lattice_with_parametric_instance_and_matrix_witness_rejected(validator, tmp_path):
+    doc = _lattice_doc(tmp_path, "interaction")
+    doc["witness"] = load("perm-n40-margin.json")["witness"]
+    assert not validator.is_valid(doc)
+    assert _kernel_status(tmp_path, doc).status == "MALFORMED"
