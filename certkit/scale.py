@@ -239,7 +239,7 @@ def markdown(sl, head, cc, eps, tolerance):
          "Ranges: sphere β in [1e4, 1e7]; ball β in [1e5, 1e8]; interaction ρ in [300, 9487] (β' = 2ρ² in "
          "[1.8e5, 1.8e8]). The ball starts at 1e5 because M = (2K+1)^d with K = ⌊(√(β/d) − h)/L⌋ carries an "
          "offset of order L/√β in 2K+1: over [1e4, 1e7] the fitted slopes are +0.9 %, +0.8 %, +1.3 %, +1.5 % "
-         "above d/2 for d = 2, 3, 4, 6 (the paper's 2–8 % is the same finite-β effect).", "",
+         "above d/2 for d = 2, 3, 4, 6 (a finite-β effect of the same kind is a likely source of the paper's 2–8 %).", "",
          "| family | dim | x | range | points (VERIFIED) | theory | slope | 95 % CI | rel. error | within | upper-bound slope |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in sl:
