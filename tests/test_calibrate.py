@@ -1,0 +1,127 @@
+"""Real-model calibration (issue 6): extraction of pretrained heads, the reconstruction check, a
+reduced grid end to end through the CLI (one layer, one length), resumption, bad input, and the
+summary statistics on rows with known answers."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from certkit import calibrate
+from certkit.kernel import check
+
+pytest.importorskip("transformers")
+ex = pytest.importorskip("certkit.models.extract")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return ex.load("minilm")
+
+
+def test_minilm_loads_offline_and_reconstructs(minilm):
+    model, tok, info = minilm
+    assert (info["layers"], info["heads"], info["d_head"], info["kind"]) == (6, 12, 32, "bert")
+    c = ex.capture(model, info, ex.token_window(tok, info["kind"], 64))
+    assert c["Q"].shape == (6, 12, 64, 32) and c["bias"] is None
+    err = ex.reconstruction_error(c)
+    assert 0 < err <= 2e-6                      # the float32 floor (paper: 1.57e-6)
+    assert calibrate._float64_check(model, tok, info, 64) < 1e-12
+
+
+def test_padding_is_dropped_columns(minilm, tmp_path):
+    model, tok, info = minilm
+    ids = ex.token_window(tok, info["kind"], 32)
+    c = ex.capture(model, info, ids, pad=8)
+    assert c["K"].shape[2] == 40 and c["keep"].sum() == 32
+    assert ex.reconstruction_error(c) <= 2e-6     # the model puts ~0 mass on padded keys
+    h = ex.head(c, 2, 3)
+    assert h["weights"].tolist() == [1.0] * 32 + [0.0] * 8
+    plain = ex.capture(model, info, ids)
+    # the kept rows are the unpadded head's rows (the mask removes the padded keys exactly)
+    assert np.max(np.abs(ex.rebuild(c, 2, 3) - ex.rebuild(plain, 2, 3))) < 1e-5
+
+
+def test_text_is_deterministic():
+    t1, s1 = ex.text()
+    t2, s2 = ex.text()
+    assert s1 == s2 and len(t1) > 100000
+
+
+def _cal(*args):
+    return subprocess.run([sys.executable, "-m", "certkit", "calibrate", *args], capture_output=True, text=True)
+
+
+def test_reduced_grid_end_to_end_and_resume(tmp_path):
+    out = tmp_path / "cal"
+    args = ["--layers", "0", "--heads", "0,5", "--lengths", "64", "--multipliers", "1,4", "--eps", "1/4,7/20",
+            "--out", str(out), "--no-plots"]
+    r = _cal(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "4 groups computed, 0 already done" in r.stdout
+    with open(out / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8
+    for row in rows:
+        n, lo, up = int(row["n"]), int(row["lower"]), int(row["R_con"])
+        assert 1 <= lo <= up <= n and int(row["r_exact"]) == 32
+        assert row["R_sym"] == "" or int(row["R_sym"]) >= lo       # both are proved, so they are ordered
+        tag = f"L64-l0-h{row['head']}-m{row['multiplier']}"
+        stem = out / "certificates" / tag / f"eps-{row['eps'].replace('/', '_')}"
+        assert check(str(stem) + ".upper.json").status == "VERIFIED"
+        v = check(str(stem) + ".lower.json")
+        assert v.status == "VERIFIED" and f">= {lo} " in v.message
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["reconstruction"][0]["max_abs_diff_float32_model"] <= 2e-6
+    assert "Spearman" in (out / "SUMMARY.md").read_text()
+    # resume: nothing is recomputed; a removed group is recomputed alone
+    os.remove(calibrate.group_path(str(out), 64, 0, 5, Fraction(4)))
+    r = _cal(*args)
+    assert r.returncode == 0 and "1 groups computed, 3 already done" in r.stdout
+    with open(out / "results.csv") as f:
+        again = list(csv.DictReader(f))
+    strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
+    assert strip(again) == strip(rows)          # deterministic
+
+
+@pytest.mark.parametrize("args,msg", [(["--layers", "9"], "out of range"), (["--model", "/nonexistent"], "not 'minilm'"),
+                                      (["--eps", "2"], "--eps"), (["--lengths", "4"], "8..512"),
+                                      (["--multipliers", "0"], "--multipliers"), (["--workers", "0"], "--workers")])
+def test_bad_input_exits_2(args, msg, tmp_path):
+    r = _cal(*args, "--out", str(tmp_path))
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def _row(**kw):
+    base = dict(eps="1/4", n=64, d_head=32, r_exact=32, R_sym=None, seconds=0.1)
+    base.update(kw)
+    return base
+
+
+def test_statistics_known_answers():
+    rows = [_row(r_svd_int=k, R_con=3 * k + 1, lower=k) for k in range(10, 30)]
+    rows += [_row(r_svd_int=32, R_con=100, lower=100)]
+    s = calibrate.statistics(rows)
+    assert s["spearman"] == pytest.approx(1.0) and s["spearman_ci95"][1] == pytest.approx(1.0)
+    assert s["share_svd_below_exact"] == pytest.approx(20 / 21)
+    assert s["tight"] == 1 and s["median_upper_over_lower"] == pytest.approx(np.median([(3 * k + 1) / k for k in range(10, 30)] + [1.0]))
+    anti = calibrate.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
+    assert anti["spearman"] == pytest.approx(-1.0)
+
+
+def test_log_size_matches_the_chain_shape():
+    # r = 0 or a tiny Gamma: one row suffices; otherwise log S grows like r/2 log(Gamma) (SPEC F13)
+    assert calibrate._log_size(0, 10.0, 0.2) == 0.0 and calibrate._log_size(3, 1e-6, 0.2) == 0.0
+    a, b = calibrate._log_size(4, 1e4, 0.2), calibrate._log_size(4, 1e6, 0.2)
+    assert (b - a) / np.log(100) == pytest.approx(2.0, rel=0.02)
+
+
+@pytest.mark.heavy
+def test_mpnet_position_bias_reconstruction():
+    model, tok, info = ex.load("mpnet")
+    c = ex.capture(model, info, ex.token_window(tok, info["kind"], 64))
+    assert c["bias"].shape == (12, 64, 64) and ex.reconstruction_error(c) <= 2.5e-6
