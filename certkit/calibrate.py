@@ -232,16 +232,22 @@ FIELDS = ["model", "L", "layer", "head", "multiplier", "beta", "eps", "n", "d_he
           "r_svd_int", "r_opt", "R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "Gamma", "seconds"]
 
 
-def collect(out):
+def collect(out, grid=None):
+    """Rows and tau curves of the finished groups under out/configs (only those of `grid` if given:
+    a folder reused for a smaller or different grid keeps the other groups but does not mix them in)."""
     rows, curves = [], []
+    keep = (lambda r: True) if grid is None else (lambda r: r["L"] in grid["lengths"] and r["layer"] in grid["layers"]
+                                                 and r["head"] in grid["heads"] and r["multiplier"] in grid["multipliers"])
     root = os.path.join(out, "configs")
     for dirpath, _, files in sorted(os.walk(root)):
         for f in sorted(files):
             if f.endswith(".json"):
                 with open(os.path.join(dirpath, f)) as fh:
                     g = json.load(fh)
-                rows += g["rows"]
                 r0 = g["rows"][0]
+                if not keep(r0):
+                    continue
+                rows += [r for r in g["rows"] if grid is None or r["eps"] in grid["eps"]]
                 curves.append({k: r0[k] for k in ("L", "layer", "head", "multiplier")} | {"tau_width": g["tau_width"]})
     key = lambda r: (r["L"], r["layer"], r["head"], float(Fraction(r["multiplier"])), float(Fraction(r["eps"])))
     rows.sort(key=key)
@@ -385,7 +391,7 @@ def plots(rows, curves, out):
 def write_summary(out, with_plots=True):
     with open(os.path.join(out, "meta.json")) as f:
         meta = json.load(f)
-    rows, curves = collect(out)
+    rows, curves = collect(out, meta["grid"])
     s = statistics(rows)
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", lineterminator="\n")
