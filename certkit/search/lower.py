@@ -11,6 +11,7 @@ column assigned to the message that weighs it most, pruned until the test passes
 here are float with a safety margin; each returned candidate is decided by the kernel.
 """
 import numpy as np
+from scipy.linalg import lapack
 
 from .basic import frobenius_bound
 
@@ -18,12 +19,15 @@ SAFETY = 1e-6
 
 
 def contraction(A, msgs, cells, M=None):
-    """T[a, b] = sum_{j in cell b} A[msgs[a], j] (cells[j] = -1: in no cell)."""
+    """T[a, b] = sum_{j in cell b} A[msgs[a], j] (cells[j] = -1: in no cell); summed in column
+    order (one bincount over (row, cell) pairs), as np.add.at would."""
     M = len(msgs) if M is None else M
-    T = np.zeros((len(msgs), M))
-    sel = cells >= 0
-    np.add.at(T.T, cells[sel], A[np.ix_(msgs, np.flatnonzero(sel))].T)
-    return T
+    m = len(msgs)
+    sel = np.flatnonzero(cells >= 0)
+    if not (m and M and sel.size):
+        return np.zeros((m, M))
+    idx = (np.arange(m)[:, None] * M + cells[sel][None, :]).ravel()
+    return np.bincount(idx, weights=A[np.ix_(msgs, sel)].ravel(), minlength=m * M).reshape(m, M)
 
 
 def margins(T):
@@ -32,7 +36,46 @@ def margins(T):
 
 
 def inverse_ok(T, eps):
-    return T.shape[0] == 0 or eps * inverse_norm(T) * (1 + 1e-3) < 1 - 1e-9
+    """eps ||T^{-1}||_inf (1 + 1e-3) < 1 - 1e-9 in floats.  Large T that fail by a margin are
+    rejected from an LU factorisation and Hager's lower bound of ||T^{-1}||_inf = ||T^{-T}||_1
+    (a third of the inverse's cost); anything else is decided by inverse_norm as before."""
+    if T.shape[0] == 0:
+        return True
+    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
+    if T.shape[0] >= 32:
+        est = _inverse_norm_lower(T)[0]
+        if est is None or not ok(est * (1 - 1e-9)):           # (1 - 1e-9): rounding of est
+            return False
+    return ok(inverse_norm(T))
+
+
+def _inverse_norm_lower(T, steps=4):
+    """(lb, x): a lower bound lb of ||T^{-1}||_inf (Hager 1984 on B = T^{-T}: ||B x||_1 for unit
+    ||x||_1, and ||T^{-1} s||_inf for sign vectors s) and the best such x = T^{-1} s seen (so
+    ||x||_inf / ||T x||_inf is also a lower bound; None if none); (None, None) if the LU
+    factorisation meets an exactly zero pivot (T singular: inverse_norm is inf)."""
+    lu, piv, info = lapack.dgetrf(np.asarray(T, dtype=np.float64))
+    if info != 0:
+        return (None, None) if info > 0 else (np.inf, None)
+    m = T.shape[0]
+    x = np.full(m, 1.0 / m)
+    best, arg = 0.0, None
+    for _ in range(steps):
+        y, _ = lapack.dgetrs(lu, piv, x, trans=1)            # B x = T^{-T} x
+        if not np.all(np.isfinite(y)):
+            return np.inf, None
+        z, _ = lapack.dgetrs(lu, piv, np.where(y >= 0, 1.0, -1.0), trans=0)   # T^{-1} sign(y)
+        if not np.all(np.isfinite(z)):
+            return np.inf, None
+        for v, vec in ((float(np.abs(y).sum()), None), (float(np.abs(z).max()), z)):
+            if v > best:
+                best, arg = v, (vec if vec is not None else arg)
+        j = int(np.argmax(np.abs(z)))
+        if abs(z[j]) <= z @ x:
+            break
+        x = np.zeros(m)
+        x[j] = 1.0
+    return best, arg
 
 
 def farthest_rows(A, m):
@@ -58,14 +101,76 @@ def argmax_cells(A, msgs):
 
 def prune(A, msgs, eps, test):
     """Drop the message with the worst margin (and re-assign cells) until test(T) passes."""
+    return prune_many(A, msgs, [test])[0]
+
+
+def prune_many(A, msgs, tests):
+    """prune for several tests at once: the messages dropped do not depend on the test, so one
+    pass gives, for each test, the first (largest) set that passes: [(messages, cells)]."""
     msgs = np.array(msgs, dtype=np.int64)
-    while len(msgs):
+    found = [None] * len(tests)
+    while len(msgs) and any(f is None for f in found):
         cells = argmax_cells(A, msgs)
         T = contraction(A, msgs, cells)
-        if test(T):
-            return msgs, cells
+        for t, test in enumerate(tests):
+            if found[t] is None and test(T):
+                found[t] = (msgs, cells)
         msgs = np.delete(msgs, int(np.argmin(margins(T))))
-    return msgs, argmax_cells(A, msgs)
+    return [f if f is not None else (msgs, argmax_cells(A, msgs)) for f in found]
+
+
+def _prune_both(A, msgs, eps, thr):
+    """prune_many(A, msgs, [margin test, inverse test]) with the same results, faster: the
+    contraction is updated in place (dropping a message only re-assigns the columns of its
+    cell, and only the cells receiving them are re-summed, in the same order), and the
+    inverse test first tries the cheap bound ||T^{-1}||_inf >= ||x||_inf / ||T x||_inf with
+    the last x from _inverse_norm_lower (shrunk with T), then Hager's bound, then inverse_norm."""
+    msgs = np.array(msgs, dtype=np.int64)
+    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
+    found = [None, None]
+    if len(msgs) == 0:
+        return [(msgs, argmax_cells(A, msgs))] * 2
+    Am = A[msgs]
+    cells = np.argmax(Am, axis=0).astype(np.int64)
+    T = contraction(A, msgs, cells)
+    x = None
+    while len(msgs) and (found[0] is None or found[1] is None):
+        m = len(msgs)
+        mg = margins(T)
+        if found[0] is None and bool(np.all(mg > thr)):
+            found[0] = (msgs, cells.copy())
+        if found[1] is None:
+            passed = None
+            if m >= 32:
+                if x is not None:
+                    Tx = T @ x
+                    den, num = np.abs(Tx).max(), np.abs(x).max()
+                    if den > 1e-6 * np.abs(T).sum(axis=1).max() * num and not ok(num / den * (1 - 1e-9)):
+                        passed = False
+                if passed is None:
+                    est, x = _inverse_norm_lower(T)
+                    if est is None or not ok(est * (1 - 1e-9)):
+                        passed = False
+            if passed is None:
+                passed = ok(inverse_norm(T))
+            if passed:
+                found[1] = (msgs, cells.copy())
+        a = int(np.argmin(mg))
+        msgs = np.delete(msgs, a)
+        Am = np.delete(Am, a, axis=0)
+        if x is not None:
+            x = np.delete(x, a)
+        moved = cells == a
+        cells[cells > a] -= 1
+        T = np.delete(np.delete(T, a, axis=0), a, axis=1)
+        if len(msgs) and moved.any():
+            cells[moved] = np.argmax(Am[:, moved], axis=0)
+            got = np.unique(cells[moved])
+            part = np.where(np.isin(cells, got), cells, -1)
+            T[:, got] = contraction(A, msgs, part, len(msgs))[:, got]
+        elif not len(msgs):
+            cells = np.full(A.shape[1], -1, dtype=np.int64)
+    return [f if f is not None else (msgs, argmax_cells(A, msgs)) for f in found]
 
 
 def inverse_norm(T):
@@ -78,53 +183,257 @@ def inverse_norm(T):
     return float(v) if np.isfinite(v) else np.inf
 
 
+def _row_norm_bounds(X, rows, shift, scale, w):
+    """max over r in rows of sum_c |X[r, c] - scale_b shift[r] w_b[c]| for every b: lower bounds
+    of ||X - scale_b shift w_b^T||_inf (each is one row's exact l1 norm)."""
+    R = X[rows][None, :, :] - (scale[:, None] * shift[rows][None, :])[:, :, None] * w[:, None, :]
+    return np.abs(R).sum(axis=2).max(axis=1)
+
+
+def _top_rows(X, u, t=4):
+    """Rows of X - u w^T most likely to carry its inf-norm: the t largest rows of |X| and the t
+    largest |u_r| (a deterministic, duplicate-free index array)."""
+    m = X.shape[0]
+    if m <= 2 * t:
+        return np.arange(m)
+    a = np.argsort(-np.abs(X).sum(axis=1), kind="stable")[:t]
+    b = np.argsort(-np.abs(u), kind="stable")[:t]
+    return np.unique(np.r_[a, b])
+
+
 def local_cells(A, msgs, cells, sweeps=2):
-    """Coordinate descent on the cell of each column (or none, -1) for ||T^{-1}||_inf."""
+    """Coordinate descent on the cell of each column (or none, -1) for ||T^{-1}||_inf.
+
+    Moving column j from cell `old` to cell b is the rank-one change T + A[msgs, j] (e_b -
+    e_old)^T, so by Sherman-Morrison the new inverse is X - u (X[b] - X[old])^T / (1 + u_b -
+    u_old), X = T^{-1}, u = X A[msgs, j]: a few of its rows bound each move's norm from below
+    (most moves are dropped on that), the rest are valued in O(M^2) each and scanned in the
+    original order (first strict improvement by a factor 1 - 1e-12 wins); the chosen move is
+    re-valued with a fresh inverse before it is taken."""
     M = len(msgs)
     cells = cells.copy()
     T = contraction(A, msgs, cells, M)
     cur = inverse_norm(T)
+    X = _inv_or_none(T)
+    size = np.bincount(cells[cells >= 0], minlength=M)
+    Am = A[msgs]
+    N = A.shape[1]
+    most = int(max(8, min(64, 200000 // ((M + 1) * M + 1))))
     for _ in range(sweeps):
         improved = False
-        for j in range(A.shape[1]):
-            col, old = A[msgs, j], int(cells[j])
+        j, todo, J, block = 0, None, None, 8
+        while j < N:
+            if X is not None and np.isfinite(cur):       # skip the columns no move can improve
+                if todo is None or j > J[-1]:
+                    J = np.arange(j, min(N, j + block))
+                    todo = _columns_to_try(X, Am[:, J], cells[J], size, cur)
+                rest = np.flatnonzero(todo[j - J[0]:])
+                if not rest.size:
+                    j, todo, block = int(J[-1]) + 1, None, min(2 * block, most)
+                    continue
+                j += int(rest[0])
+            col, old = Am[:, j], int(cells[j])
+            j += 1
+            if old >= 0 and size[old] == 1 and np.isfinite(cur):
+                continue                    # every move empties cell `old`: T singular, no gain
             base = T.copy()
             if old >= 0:
                 base[:, old] -= col
+            bs = np.array([b for b in range(-1, M) if b != old], dtype=np.int64)
+
+            def exact(b):
+                T2 = base.copy()
+                if b >= 0:
+                    T2[:, b] += col
+                Xb = _inv_or_none(T2)
+                inverses[b] = Xb
+                return np.inf if Xb is None else float(np.abs(Xb).sum(axis=1).max())
+
+            inverses = {}
+
             best_v, best_b = cur, old
-            for b in range(-1, M):
-                if b != old:
-                    T2 = base.copy()
-                    if b >= 0:
-                        T2[:, b] += col
-                    v = inverse_norm(T2)
+            if X is not None and np.isfinite(cur):
+                u = X @ col
+                Xe = np.vstack([X, np.zeros((1, M))])          # row -1: e_{-1} = 0
+                ue = np.r_[u, 0.0]
+                w = Xe[bs] - Xe[old]
+                den = 1 + ue[bs] - ue[old]
+                safe = np.abs(den) > 1e-8 * (1 + np.abs(ue[bs]) + abs(ue[old]))
+                scale = np.where(safe, 1 / np.where(safe, den, 1), 0)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    lb = _row_norm_bounds(X, _top_rows(X, u), u, scale, w)
+                lb = np.where(safe & np.isfinite(lb), lb, 0.0)
+                need = np.flatnonzero(lb < cur * (1 - 1e-12))
+                if need.size:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        est = _row_norm_bounds(X, np.arange(M), u, scale[need], w[need])
+                    est = np.where(safe[need] & np.isfinite(est), est, np.nan)
+                    for t, b in enumerate(bs[need].tolist()):
+                        v = est[t] if np.isfinite(est[t]) else exact(b)
+                        if v < best_v * (1 - 1e-12):
+                            best_v, best_b = v, b
+                    if best_b != old:
+                        best_v = exact(best_b)
+                        if not best_v < cur * (1 - 1e-12):
+                            best_v, best_b = cur, old
+            else:
+                for b in bs.tolist():
+                    v = exact(b)
                     if v < best_v * (1 - 1e-12):
                         best_v, best_b = v, b
             if best_b != old:
-                cells[j], T, cur, improved = best_b, base, best_v, True
+                cells[j - 1], T, cur, improved = best_b, base, best_v, True
                 if best_b >= 0:
                     T[:, best_b] += col
+                    size[best_b] += 1
+                if old >= 0:
+                    size[old] -= 1
+                X, todo, block = inverses[best_b], None, 8      # = inv(T): T is built as T2 was
         if not improved:
             break
     return cells, cur
 
 
+def _columns_to_try(X, cols, olds, size, cur):
+    """For a block of columns (values cols = A[msgs, J], cells olds): whether some move of the
+    column could beat cur by the local_cells test, by the Sherman-Morrison bound from the two
+    largest rows of X (a row's l1 norm bounds the inf-norm; slightly conservative); columns
+    alone in their cell are never moved."""
+    M, B = cols.shape
+    U = X @ cols                                             # M x B
+    Xe = np.vstack([X, np.zeros((1, M))])                    # index -1: no cell
+    ue = np.vstack([U, np.zeros((1, B))])
+    bs = np.arange(-1, M)
+    w = Xe[bs][:, None, :] - Xe[olds][None, :, :]            # (M+1) x B x M
+    uo = ue[olds, np.arange(B)]                              # u_old per column
+    ub = ue[bs]                                              # (M+1) x B
+    den = 1 + ub - uo[None, :]
+    safe = np.abs(den) > 1e-8 * (1 + np.abs(ub) + np.abs(uo)[None, :])
+    scale = np.where(safe, 1 / np.where(safe, den, 1), 0)
+    rows = np.argsort(-np.abs(X).sum(axis=1), kind="stable")[:2]   # the largest rows of X
+    with np.errstate(over="ignore", invalid="ignore"):
+        lb = np.zeros((M + 1, B))
+        for r in rows:
+            lb = np.maximum(lb, np.abs(X[r][None, None, :] - (scale * U[r][None, :])[..., None] * w).sum(axis=2))
+    lb = np.where(safe & np.isfinite(lb), lb, 0.0)
+    lb[olds + 1, np.arange(B)] = np.inf                      # b = old is no move
+    need = (lb < cur * (1 - 1e-12) * (1 + 1e-9)).any(axis=0)
+    single = (olds >= 0) & (size[np.maximum(olds, 0)] == 1)
+    return need & ~single
+
+
+def _inv_or_none(T):
+    try:
+        X = np.linalg.inv(T)
+    except np.linalg.LinAlgError:
+        return None
+    return X if np.all(np.isfinite(X)) else None
+
+
+def _grow_candidates(A, S, cand):
+    """Lower bounds of ||T_i^{-1}||_inf for the argmax-cell contractions T_i of S + [i], i in cand
+    (0 where no bound is available; inf where T_i has an empty cell, so is singular).
+
+    Adding row i moves the columns J_i = {j : A[i, j] > max_S A[., j]} into the new cell, so
+    T_i = [[T_S - D_i, c_i], [r_i, d_i]] with D_i supported on the q_i cells that lose columns:
+    Woodbury gives (T_S - D_i)^{-1} from X = T_S^{-1} in O(s q_i), bordering gives a few rows of
+    T_i^{-1} (the new row and the largest rows of X), each row's l1 norm a lower bound."""
+    AS = A[S]
+    s, N = AS.shape
+    curmax = AS.max(axis=0)
+    cellS = np.argmax(AS, axis=0)
+    order = np.argsort(cellS, kind="stable")
+    counts = np.bincount(cellS, minlength=s)
+    lb = np.full(len(cand), np.inf)
+    if np.any(counts == 0):                                  # an empty cell of S stays empty
+        return lb
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    Mk = A[cand] > curmax[None, :]
+    stolen = np.add.reduceat(Mk[:, order].astype(np.int64), starts, axis=1)   # per cell
+    # no column moves (an empty new cell) or some old cell emptied: T_i is singular
+    P = np.flatnonzero(Mk.any(axis=1) & ~(stolen >= counts[None, :]).any(axis=1))
+    lb[P] = 0.0
+    X = _inv_or_none(contraction(A, np.asarray(S), cellS, s))
+    if X is None or P.size == 0:
+        return lb
+    p = P.size
+    Mp = Mk[P].astype(float)
+    Ap = A[np.asarray(cand)[P]]
+    aff = stolen[P] > 0                                      # cells losing columns, p x s
+    # D2[b] (p x s): sum over the columns of cell b that candidate i takes, of A[S, j]
+    D2 = np.empty((s, p, s))
+    for b in range(s):
+        jb = order[starts[b]:starts[b] + counts[b]]
+        D2[b] = Mp[:, jb] @ AS[:, jb].T
+    ri, ci = np.nonzero(aff)                                 # affected cells, row by row
+    qi = aff.sum(axis=1)
+    q = int(qi.max())
+    first = np.r_[0, np.cumsum(qi)[:-1]]
+    Bidx = np.zeros((p, q), dtype=np.int64)                  # padding: cell 0 with U = 0
+    real = np.zeros((p, q), dtype=bool)
+    pos = np.arange(ri.size) - first[ri]
+    Bidx[ri, pos] = ci
+    real[ri, pos] = True
+    Ut = D2[Bidx, np.arange(p)[:, None]] * real[:, :, None]  # U_i^T = D_i[:, B_i]^T, p x q x s
+    ZT = Ut @ X.T                                            # (X U_i)^T, p x q x s
+    K = np.eye(q)[None] - np.take_along_axis(ZT, Bidx[:, None, :].repeat(q, axis=1), axis=2).transpose(0, 2, 1)
+    try:
+        Kinv = np.linalg.inv(K)
+        good = np.abs(K).sum(axis=1).max(axis=1) * np.abs(Kinv).sum(axis=1).max(axis=1) < 1e8
+    except np.linalg.LinAlgError:
+        good = np.linalg.cond(K) < 1e8
+        K[~good] = np.eye(q)
+        Kinv = np.linalg.inv(K)
+    good &= np.all(np.isfinite(Kinv), axis=(1, 2))
+    W = Kinv @ X[Bidx]                                       # K^{-1} X[B], p x q x s
+    c = Mp @ AS.T                                            # T_i[:s, s]
+    d = (Mp * Ap).sum(axis=1)                                # T_i[s, s]
+    r = np.add.reduceat((Ap * (1 - Mp))[:, order], starts, axis=1)   # T_i[s, :s]
+    # Y = (T_S - D_i)^{-1} = X + Z W (Z = X U);  u = Y c,  w = r Y,  sigma = d - r u
+    u = c @ X.T + np.einsum("pts,pt->ps", ZT, np.einsum("pts,ps->pt", W, c))
+    w = r @ X + np.einsum("pt,pts->ps", np.einsum("pa,pta->pt", r, ZT), W)
+    sigma = d - (r * u).sum(axis=1)
+    rows = np.argsort(-np.abs(X).sum(axis=1), kind="stable")[:min(s, 6)]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        best = (np.abs(w).sum(axis=1) + 1) / np.abs(sigma)   # the new (last) row of T_i^{-1}
+        Yr = X[rows][None] + np.einsum("ptr,pts->prs", ZT[:, :, rows], W)     # rows of Y
+        ur = u[:, rows] / sigma[:, None]
+        best = np.maximum(best, (np.abs(Yr + ur[:, :, None] * w[:, None, :]).sum(axis=2) + np.abs(ur)).max(axis=1))
+    lb[P] = np.where(good & np.isfinite(best), best, 0.0)
+    return lb
+
+
 def grow_inverse(A, eps, max_local=64):
     """Greedy growth for Lemma 8.2: add the row whose argmax-cell contraction has the smallest
     ||T^{-1}||_inf while eps ||T^{-1}|| < 1; when that stops, one more row with coordinate
-    descent on the cells (if M <= max_local).  Returns (messages, cells)."""
+    descent on the cells (if M <= max_local).  Returns (messages, cells).
+
+    Candidates are evaluated exactly (a fresh inverse) in the order of cheap lower bounds
+    (_grow_candidates) until the next bound exceeds the best value found: the same choice as
+    evaluating every row (smallest value, then smallest index)."""
     n = A.shape[0]
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     S = [int(np.argmax(A.max(axis=1)))]
     cells = argmax_cells(A, np.array(S))
     while len(S) < min(n, A.shape[1]):
+        inS = np.zeros(n, dtype=bool)
+        inS[S] = True
+        cand = np.flatnonzero(~inS)
+        lb = _grow_candidates(A, S, cand)
         best = None
-        for i in range(n):
-            if i not in S:
+        for t in np.argsort(lb, kind="stable"):
+            if best is not None and lb[t] * (1 - 1e-9) > best[0]:
+                break
+            i = int(cand[t])
+            if np.isinf(lb[t]):
+                v = np.inf
+            else:
                 msgs = np.array(S + [i])
                 v = inverse_norm(contraction(A, msgs, argmax_cells(A, msgs)))
-                if best is None or v < best[0]:
-                    best = (v, i)
+            if best is None or v < best[0] or (v == best[0] and i < best[1]):
+                best = (v, i)
+        if best[0] == np.inf:
+            best = (np.inf, int(cand[0]))
         msgs = np.array(S + [best[1]])
         c = argmax_cells(A, msgs)
         if not ok(best[0]):
@@ -141,8 +450,6 @@ def decoding_candidates(A, eps, hi=None):
     """[(kind, M, messages, cells)] best-first per kind (float tests; the kernel decides)."""
     n, N = A.shape
     thr = eps * (1 + SAFETY) + 1e-12
-    margin_ok = lambda T: bool(np.all(margins(T) > thr))
-    inv_ok = lambda T: inverse_ok(T, eps)
     out = []
     if eps < 1:
         out.append(("lower-decoding-margin", 1, np.array([int(np.argmax(A.max(axis=1)))]),
@@ -156,10 +463,11 @@ def decoding_candidates(A, eps, hi=None):
             seen.add(int(arg[i]))
             peaked.append(int(i))
     sizes = sorted({m for m in (hi, 2 * (hi or 0), min(n, N)) if m} | {min(n, N, 64)})
-    starts = [np.array(peaked)] + [farthest_rows(A, m) for m in sizes]
+    far = farthest_rows(A, max(sizes))              # each farthest_rows(A, m) is a prefix
+    starts = [np.array(peaked)] + [far[:m] for m in sizes]
+    kinds = ("lower-decoding-margin", "lower-decoding-inverse-norm")
     for msgs0 in starts:
-        for kind, test in (("lower-decoding-margin", margin_ok), ("lower-decoding-inverse-norm", inv_ok)):
-            msgs, cells = prune(A, msgs0, eps, test)
+        for kind, (msgs, cells) in zip(kinds, _prune_both(A, msgs0, eps, thr)):
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):

@@ -5,20 +5,24 @@ a rank is claimed only when the kernel's certified error is <= eps.  Floats choo
 decides.  Stages, each started from the best so far:
 
 1. truncated SVD (Eckart–Young in Frobenius; the baseline every peer is compared with);
-2. LP best-row fits (SPEC §9.3): for a basis G (k x N) every row is fitted by
-   min_c ||A_i - c^T G||_1, solved by HiGHS in the dual form
+2. (optional, `bases=True`) LP best-row fits (SPEC §9.3): for a basis G (k x N) every row is
+   fitted by min_c ||A_i - c^T G||_1, solved by HiGHS in the dual form
    max_y <A_i, y>  s.t.  G y = 0, -1 <= y <= 1  (c = minus the equality marginals);
    bases: top right singular vectors, greedy rows (column-pivoted QR order), their union;
    k by doubling then bisection with IRLS fits (an upper estimate of the LP optimum: any c
-   is feasible), the LP only at the chosen k;
+   is feasible), the LP only at the chosen k.  Off by default: n LPs per basis cost seconds at
+   n = 256 and the refinement from the SVD reaches the same ranks;
 3. alternating refinement: L-BFGS on (C, G) jointly for the smoothed p-norm of the row
    errors, (sum_i e_i^p)^(1/p) with e_i = sum_j sqrt(R_ij^2 + delta^2) -> max_i ||R_i||_1,
-   warm-started at rank k - s from the SVD of the current B, s halving on failure.
+   warm-started at rank k - s from the SVD of the current B, s halving on failure; a near
+   miss whose excess is on a few rows only gets those rows refitted by the exact LP
+   (lp_rescue: the LP is solved only where the cheap fit fails).
 """
 import time
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import lapack
 from scipy.optimize import linprog
 
 from .basic import row_errors
@@ -114,64 +118,99 @@ class _Stop(Exception):
         self.x = x
 
 
-def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeless=1.2):
+def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeless=1.2,
+           early=((60, 1.5),)):
     """L-BFGS on (C, G) for the smoothed p-norm of the row l1 errors; stops as soon as the
     exact float max row error is <= eps (1 - SAFETY) when eps is given, and gives up after
-    check_at evaluations if it is still above hopeless * eps.  Returns (C, G)."""
+    check_at evaluations if it is still above hopeless * eps (and after c evaluations if still
+    above h * eps, for each (c, h) in early).  Returns (C, G) in float64.
+
+    The objective and its gradient are evaluated in float32 (half the memory traffic of the
+    n x N residual and the L-BFGS memory); the stopping test is float64 wherever the float32
+    error is within 1e-4 of the target, and every success is re-checked in float64 by the
+    caller and then by the kernel."""
     n, k = C.shape
     N = G.shape[1]
     target = None if eps is None else eps * (1 - SAFETY)
     scale = max(float(np.abs(A).max()), 1e-300)
+    d2 = np.float32((delta * scale) ** 2)
+    A32 = A.astype(np.float32)
     calls = [0]
+    best = [np.inf]                              # best float max row error so far
+    checks = dict(early)
+    checks[check_at] = min(checks.get(check_at, np.inf), hopeless)
 
     def f(x):
-        Cx, Gx = x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
-        R = Cx @ Gx - A
+        x32 = x.astype(np.float32)
+        Cx, Gx = x32[:n * k].reshape(n, k), x32[n * k:].reshape(k, N)
+        R = Cx @ Gx
+        R -= A32
         calls[0] += 1
+        S = np.abs(R)
         if target is not None:
-            worst = np.abs(R).sum(axis=1).max()
-            if worst <= target or (calls[0] == check_at and worst > hopeless * target):
+            worst = float(S.sum(axis=1, dtype=np.float64).max())
+            if worst <= target * (1 + 1e-4):         # decide in float64
+                worst = float(row_errors(A, x[:n * k].reshape(n, k) @ x[n * k:].reshape(k, N)).max())
+            best[0] = min(best[0], worst)
+            c = calls[0]
+            if worst <= target or (c in checks and best[0] > checks[c] * target):
                 raise _Stop(x.copy())
-        S = np.sqrt(R * R + (delta * scale) ** 2)
-        e = S.sum(axis=1)
+        np.multiply(R, R, out=S)
+        S += d2
+        np.sqrt(S, out=S)
+        e = S.sum(axis=1, dtype=np.float64)
         m = e.max()
-        w = (e / m) ** p
+        r = e / m
+        w = r ** p
         sw = w.sum()
         F = m * sw ** (1 / p)
-        ge = (e / m) ** (p - 1) / sw ** (1 - 1 / p)
-        Gr = ge[:, None] * R / S
-        return F, np.concatenate([(Gr @ Gx.T).ravel(), (Cx.T @ Gr).ravel()])
+        ge = w / r / sw ** (1 - 1 / p)               # (e / m)^(p - 1) / sw^(1 - 1/p)
+        np.divide(R, S, out=S)
+        S *= ge.astype(np.float32)[:, None]
+        g = np.empty(x.size)
+        g[:n * k] = (S @ Gx.T).ravel()
+        g[n * k:] = (Cx.T @ S).ravel()
+        return F, g
 
     x0 = np.concatenate([C.ravel(), G.ravel()])
     try:
-        x = lbfgs(f, x0, iters)
+        x = lbfgs(f, x0, iters, dtype=np.float32)
     except _Stop as r:
         x = r.x
     return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
 
 
-def lbfgs(f, x, iters, m=10):
-    """Unconstrained L-BFGS (two-loop recursion, Nocedal & Wright Alg. 7.4) with Armijo
-    backtracking; f(x) -> (value, gradient).  Plain numpy: scipy's L-BFGS-B driver costs more
-    per step than our objective at these sizes."""
+def lbfgs(f, x, iters, m=10, dtype=np.float64):
+    """Unconstrained L-BFGS with Armijo backtracking; f(x) -> (value, gradient).  The direction
+    -H g uses the compact form of the inverse Hessian (Byrd, Nocedal & Schnabel 1994; Nocedal
+    & Wright eq. 7.24, H_0 = gamma I with gamma = s^T y / y^T y of the newest pair): the same
+    H g as the two-loop recursion (Alg. 7.4), in three passes over the (s, y) memory per step
+    (kept in `dtype`) instead of 4m vector operations.  Plain numpy: scipy's L-BFGS-B driver
+    costs more per step than our objective at these sizes."""
     F, g = f(x)
-    S, Y = [], []
+    Z = np.zeros((2 * m, x.size), dtype=dtype)  # ring buffer: s_i in rows [0, m), y_i in [m, 2m)
+    SY = np.zeros((m, m))                       # SY[i, j] = s_i . y_j
+    YY = np.zeros((m, m))                       # YY[i, j] = y_i . y_j
+    first, L = 0, 0                             # oldest slot, pairs held
     for _ in range(iters):
-        q = g.copy()
-        alphas = []
-        for s_, y_ in reversed(list(zip(S, Y))):
-            a = s_ @ q / (y_ @ s_)
-            alphas.append(a)
-            q -= a * y_
-        if S:
-            q *= (S[-1] @ Y[-1]) / (Y[-1] @ Y[-1])
-        for (s_, y_), a in zip(zip(S, Y), reversed(alphas)):
-            q += (a - y_ @ q / (y_ @ s_)) * s_
-        d = -q
+        if L:
+            o = (first + np.arange(L)) % m      # slots, oldest first
+            v = (Z @ g.astype(dtype)).astype(np.float64)
+            gam = SY[o[-1], o[-1]] / YY[o[-1], o[-1]]
+            So = SY[np.ix_(o, o)]
+            R = np.triu(So)
+            p2 = -lapack.dtrtrs(R, v[o])[0]                               # R p2 = -S^T g
+            p1 = lapack.dtrtrs(R, np.diag(So) * -p2 + gam * (YY[np.ix_(o, o)] @ -p2)
+                               - gam * v[m + o], trans=1)[0]               # R^T p1 = ...
+            coef = np.zeros(2 * m)
+            coef[o], coef[m + o] = p1, gam * p2
+            d = -(gam * g + coef.astype(dtype) @ Z)
+        else:
+            d = -g
         slope = g @ d
-        if slope >= 0:                                  # not a descent direction: restart
-            S, Y, d, slope = [], [], -g, -(g @ g)
-        t = 1.0 if S else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
+        if not slope < 0:                       # not a descent direction: restart
+            L, d, slope = 0, -g, -(g @ g)
+        t = 1.0 if L else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
         for _ in range(30):
             F1, g1 = f(x + t * d)
             if F1 <= F + 1e-4 * t * slope:
@@ -181,50 +220,98 @@ def lbfgs(f, x, iters, m=10):
             return x
         s_, y_ = t * d, g1 - g
         x, F, g = x + s_, F1, g1
-        if y_ @ s_ > 1e-12 * (s_ @ s_):
-            S.append(s_)
-            Y.append(y_)
-            if len(S) > m:
-                S.pop(0)
-                Y.pop(0)
+        sy = y_ @ s_
+        if sy > 1e-12 * (s_ @ s_):
+            if L == m:
+                first, L = (first + 1) % m, m - 1
+            j = (first + L) % m
+            Z[j], Z[m + j] = s_, y_
+            w = (Z @ Z[[j, m + j]].T).astype(np.float64)            # S^T [s y], Y^T [s y]
+            SY[:, j], SY[j, :] = w[:m, 1], w[m:, 0]
+            SY[j, j] = sy
+            YY[:, j] = YY[j, :] = w[m:, 1]
+            YY[j, j] = y_ @ y_
+            L += 1
     return x
 
 
 def truncate(C, G, k):
-    """Best rank-k (Frobenius) factors of B = C G, as a warm start."""
-    Ub, s, Vbt = np.linalg.svd(C @ G, full_matrices=False)
-    return Ub[:, :k] * s[:k], Vbt[:k]
+    """Best rank-k (Frobenius) factors of B = C G, as a warm start (the SVD of B from thin QRs
+    of the factors: O((n + N) k^2) instead of an n x N SVD)."""
+    Qc, Rc = np.linalg.qr(C)
+    Qg, Rg = np.linalg.qr(G.T)
+    Ub, s, Vbt = np.linalg.svd(Rc @ Rg.T)
+    return (Qc @ Ub[:, :k]) * s[:k], Vbt[:k] @ Qg.T
 
 
-def descend(A, eps, C, G, floor=1, attempts=24, iters=400):
+def lp_rescue(A, C, G, eps, near=1.01, work=8000):
+    """A failed fit (C, G) whose float errors exceed eps (1 - SAFETY) on a few rows only, by at
+    most a factor `near`: refit just those rows exactly (fit_rows_lp on the basis G; the LP
+    optimum is never worse than the row's current fit).  Skipped when rows x k^2 > work (the
+    LP's cost).  Returns C with those rows replaced if every row is then within target, else None."""
+    target = eps * (1 - SAFETY)
+    e = row_errors(A, C @ G)
+    bad = np.flatnonzero(e > target)
+    k = G.shape[0]
+    if bad.size == 0 or e.max() > near * target or bad.size * k * k > work:
+        return None
+    C_lp, e_lp = fit_rows_lp(A[bad], G)
+    if not np.all(e_lp <= target):
+        return None
+    C = C.copy()
+    C[bad] = C_lp
+    return C if row_errors(A, C @ G).max() <= target else None
+
+
+def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=True, **kw):
     """From a rank-k solution, try ranks k - s (s = k // 8, halving on failure; never below
-    floor) with refine, at most `attempts` times; yields every (k', C', G') whose float max row
-    error is <= eps (1 - SAFETY)."""
+    floor) with refine (and lp_rescue of a near miss), at most `attempts` times; yields every
+    (k', C', G') whose float max row error is <= eps (1 - SAFETY).  A rank that failed is not
+    tried again from the same start (the same computation), nor, unless retry, from a later
+    one (a retry rarely succeeds and costs a full refinement)."""
     target = eps * (1 - SAFETY)
     k = C.shape[1]
     step = max(1, k // 8)
+    failed, failed_here = set(), set()
     while k > floor and attempts > 0:
-        attempts -= 1
         k1 = max(floor, k - step)
-        C1, G1 = refine(A, *truncate(C, G, k1), eps=eps, iters=iters)
-        if row_errors(A, C1 @ G1).max() <= target:
-            C, G, k = C1, G1, k1
-            yield k, C, G
-        elif step > 1:
-            step //= 2
-        else:
+        if k1 in failed_here or (not retry and k1 in failed):
+            if step > 1:
+                step //= 2
+                continue
             return
+        attempts -= 1
+        C1, G1 = refine(A, *truncate(C, G, k1), eps=eps, iters=iters, **kw)
+        ok = row_errors(A, C1 @ G1).max() <= target
+        if not ok and rescue:
+            C2 = lp_rescue(A, C1, G1, eps)
+            if C2 is not None:
+                C1, ok = C2, True
+        if ok:
+            C, G, k = C1, G1, k1
+            failed_here = set()
+            yield k, C, G
+        else:
+            failed.add(k1)
+            failed_here.add(k1)
+            if step > 1:
+                step //= 2
+            else:
+                return
 
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
+def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
-    floor: a certified lower bound (the search stops there).  attempts: refinement steps;
-    lp_max_rank: the greedy-row and union LP bases are tried only below this rank (cost
-    n N k^2 per IRLS sweep).  Deterministic: no clocks, no randomness."""
+    floor: a certified lower bound (the search stops there).  attempts: refinement steps.
+    bases: also run stage 2 (row fits on SVD / greedy-row / union bases, below lp_max_rank;
+    n N k^2 per IRLS sweep) before the refinement; off by default: on real and synthetic heads
+    the refinement from the SVD reaches the same ranks without it.  polish: LP row fits on the
+    final basis when the refinement won (lowers the certified error, never the rank; n LPs).
+    kw: passed to descend / refine.  Deterministic: no clocks, no randomness."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
@@ -246,8 +333,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
     Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
     target = eps * (1 - SAFETY)
-    k_svd = next((k for k in range(1, len(s) + 1)
-                  if row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target), len(s))
+    k_svd = _svd_rank(A, Uf, s, Vt, target)
     for k in range(k_svd, len(s) + 1):
         if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
             break
@@ -257,12 +343,12 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
         return {"k": None, "tried": tried}
     svd_rank = best["k"]
 
-    # 2. LP row fits on SVD / greedy-row / union bases
-    if best["k"] > floor:
+    # 2. (optional) LP row fits on SVD / greedy-row / union bases
+    if bases and best["k"] > floor:
         Vs, Gr = Vt, greedy_row_basis(A)
-        bases = {"lp-svd": lambda k: Vs[:k], "lp-rows": lambda k: Gr[:k],
-                 "lp-union": lambda k: orthonormal_union(Vs[:(k + 1) // 2], Gr[:k // 2])[:k]}
-        for name, basis in bases.items():
+        basis_of = {"lp-svd": lambda k: Vs[:k], "lp-rows": lambda k: Gr[:k],
+                    "lp-union": lambda k: orthonormal_union(Vs[:(k + 1) // 2], Gr[:k // 2])[:k]}
+        for name, basis in basis_of.items():
             if best["k"] <= floor or best["k"] > lp_max_rank:
                 continue
             found = smallest_basis_rank(A, eps, basis, floor - 1, best["k"] - 1)
@@ -277,10 +363,10 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
     # 3. joint refinement, warm-started from the best
     if best["k"] > floor:
         C0, G0 = best["U"], best["V"].T
-        for k, C, G in descend(A, eps, C0, G0, floor, attempts):
+        for k, C, G in descend(A, eps, C0, G0, floor, attempts, **kw):
             if not offer("refined", C, G):
                 break
-        if best["method"] == "refined" and best["k"] > 1:      # LP polish can only lower errors
+        if polish and best["method"] == "refined" and best["k"] > 1:   # LP polish can only lower errors
             G = best["V"].T
             C_lp, e_lp = fit_rows_lp(A, G)
             if e_lp.max() <= target:
@@ -290,3 +376,16 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48):
                     best.update(U=C_lp, certified_error=float(e), method="refined+lp")
     best.update(tried=tried, svd_rank=svd_rank, seconds=time.perf_counter() - t0)
     return best
+
+
+def _svd_rank(A, Uf, s, Vt, target):
+    """Smallest k whose truncated SVD has float max row error <= target (len(s) if none): the
+    errors of every k by rank-one updates, confirmed by the direct product (as the SVD offers
+    are built) at each plausible k."""
+    B = np.zeros_like(A)
+    for k in range(1, len(s) + 1):
+        B += np.outer(Uf[:, k - 1] * s[k - 1], Vt[k - 1])
+        if row_errors(A, B).max() <= target * (1 + 1e-6) and \
+                row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target:
+            return k
+    return len(s)
