@@ -15,13 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from fractions import Fraction
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from certkit import scale  # noqa: E402
 from certkit.kernel import check  # noqa: E402
-from certkit.search import lattice as lat  # noqa: E402
-from certkit.search.writer import certificate  # noqa: E402
 
 BUDGET = 60.0
 
@@ -58,24 +55,14 @@ def main():
         print(f"  {fam:<12} median {1e3 * statistics.median(ts):7.1f} ms per point (write + kernel check + "
               f"upper bound), max {1e3 * max(ts):7.1f} ms")
     print(f"{'instance':<40} {'columns':>8} {'M':>5} {'explicit s':>11} {'parametric s':>13} {'ratio':>9}")
-    for con, p in scale.CROSSCHECK:
+    for i, (con, p) in enumerate(scale.CROSSCHECK):
         if con not in ("ball", "interaction"):
             continue
-        K = p.get("K", lat.max_half_width(p["d"], p["beta"], p["L"]))
-        e = p.get("eps", eps)
-        pp = os.path.join(tmp, "p.json")
-        if con == "ball":
-            lat.ball_certificate(pp, p["d"], p["beta"], p["L"], K, e, mode=p["mode"])
-        else:
-            lat.interaction_certificate(pp, p["d"], p["beta"], p["L"], K, e)
-        h, msg, cells = lat.materialise_ball(p["d"], p["beta"], p["L"], K, p.get("mode", "weights"))
-        xp = certificate(os.path.join(tmp, "x.json"), "lower-decoding-margin", len(msg), e, h,
-                         {"messages": (msg, "int"), "cells": (cells, "int")})
+        pp, xp, h, _, _ = scale.crosscheck_pair(con, p, eps, os.path.join(tmp, f"{i:02d}"))
         tx = statistics.median(timed(lambda: check(xp)) for _ in range(3))
         tp = statistics.median(timed(lambda: check(pp)) for _ in range(3))
         name = f"{con} " + " ".join(f"{k}={v}" for k, v in p.items())
-        print(f"{name:<40} {h['K'].shape[0]:>8} {len(msg):>5} {tx:>11.4f} {tp:>13.4f} {tx / tp:>9.1f}")
-
+        print(f"{name:<40} {h['K'].shape[0]:>8} {h['Q'].shape[0]:>5} {tx:>11.4f} {tp:>13.4f} {tx / tp:>9.1f}")
 
 if __name__ == "__main__":
     main()

@@ -56,7 +56,6 @@ def group(task):
     task: dict(model, L, layer, head, multiplier (str), eps (list of str), Q, K, bias, d_head, cert_dir)."""
     from . import certify, geometry, synthetic
     from .headfile import beta_float
-    from .kernel import check
     from .search import chain, writer
     t0 = time.perf_counter()
     mult = Fraction(task["multiplier"])
@@ -88,12 +87,10 @@ def group(task):
         R_sym = None
         best = chain.best_chain(inst, h["Q"], h["K"], b, float(eps), rs=rs)
         if best is not None:
-            p = writer.certificate(stem + ".chain.json", "upper-chain", best[0], eps, h, {k: (v, "float") for k, v in best[2].items()},
-                                   provenance=dict(prov, search=f"chain r={best[1]}"))
-            if check(p).status == "VERIFIED":
+            v = certify._write_checked(stem + ".chain.json", "upper-chain", best[0], eps, h,
+                                       {k: (a, "float") for k, a in best[2].items()}, dict(prov, search=f"chain r={best[1]}"))
+            if v.status == "VERIFIED":          # a rejected file and its sidecars are removed
                 R_sym = int(best[0])
-            else:
-                os.remove(p)
         rows.append({"model": task["model"], "L": task["L"], "layer": task["layer"], "head": task["head"],
                      "multiplier": str(mult), "beta": f"{mult}/sqrt({task['d_head']})", "eps": str(eps),
                      "n": n, "d_head": d, "r_exact": vis["r_num"], "r_exact_certified_lower": vis["r_exact_lower"],
@@ -336,6 +333,13 @@ def summary_markdown(meta, s, rows):
     return "\n".join(L)
 
 
+def _finish(fig, ax, title, path):
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+
+
 def plots(rows, curves, out):
     import matplotlib
     matplotlib.use("Agg")
@@ -347,11 +351,8 @@ def plots(rows, curves, out):
     ax.set_xlabel("r_SVD_int(eps/3)")
     ax.set_ylabel("R_con (certified upper rank)")
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    ax.set_title("SVD effective dimension vs certified constructive rank", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "svd_vs_con.png"), dpi=110, metadata={"Software": None})
+    _finish(fig, ax, "SVD effective dimension vs certified constructive rank", os.path.join(out, "svd_vs_con.png"))
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(5.6, 4.4))
@@ -364,11 +365,8 @@ def plots(rows, curves, out):
         ax.axhline(float(Fraction(e)) / 3, color="gray", lw=0.6, ls=":")
     ax.set_xlabel("r")
     ax.set_ylabel("median tau_r^width (dotted: eps/3)")
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    ax.set_title("SVD-bridge residual curves", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "tau_curves.png"), dpi=110, metadata={"Software": None})
+    _finish(fig, ax, "SVD-bridge residual curves", os.path.join(out, "tau_curves.png"))
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -381,10 +379,7 @@ def plots(rows, curves, out):
     ax.set_xticks(x, [str(l) for l in layers])
     ax.set_xlabel("layer")
     ax.set_ylabel("rank")
-    ax.legend(fontsize=8)
-    ax.set_title("Sandwiches per layer (all lengths, multipliers, eps)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "sandwich_by_layer.png"), dpi=110, metadata={"Software": None})
+    _finish(fig, ax, "Sandwiches per layer (all lengths, multipliers, eps)", os.path.join(out, "sandwich_by_layer.png"))
     plt.close(fig)
 
 

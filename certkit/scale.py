@@ -77,8 +77,9 @@ def point(family, dim, x, eps, cert_dir):
     if family == "sphere":
         mu = lat.sphere_mu(dim, float(eps))
         R2 = Fraction(x) / mu
-        lat.sphere_certificate(path, dim, mu, R2, eps, prov)
-        row.update(beta=x, x=x, params=f"mu={mu} R2={R2}", M=lat.sphere_count(dim, R2))
+        M = lat.sphere_count(dim, R2)
+        lat.sphere_certificate(path, dim, mu, R2, eps, prov, bound=M)
+        row.update(beta=x, x=x, params=f"mu={mu} R2={R2}", M=M)
         K = L = None
     else:
         L = f["L"]
@@ -165,46 +166,55 @@ CROSSCHECK = [   # small instances: parametric vs explicit matrix through the ge
 ]
 
 
-def crosscheck(eps, out_dir):
-    """Each small instance materialised (exact dyadic entries; sphere points float-rounded) and
-    checked by lower-decoding-margin; the parametric certificate of the same instance must give
-    the same M."""
+def crosscheck_pair(con, p, eps, stem):
+    """Write the certificates of one cross-check instance: (parametric path or None, explicit path,
+    explicit head, extra parameter text, numerical visible dimension or None).  The explicit head is
+    the instance materialised (exact dyadic entries; sphere points float-rounded) with all rows as
+    messages and its cells, for lower-decoding-margin."""
     from .search.writer import certificate
+    e = p.get("eps", eps)
+    pp, xp = stem + ".parametric.json", stem + ".explicit.json"
+    extra, vis = "", None
+    if con == "sphere":
+        mu = lat.sphere_mu(p["d"], float(e))
+        extra = f" mu={mu}"
+        lat.sphere_certificate(pp, p["d"], mu, p["R2"], e)
+        h, msg, cells = lat.materialise_sphere(p["d"], mu, p["R2"])
+    elif con == "sphere-random":
+        pp = None
+        h, msg, cells = lat.sphere_random(p["d"], p["beta"], p["P"], float(e))
+    else:
+        K = p.get("K", lat.max_half_width(p["d"], p["beta"], p["L"]))
+        extra = f" K={K}" if "K" not in p else ""
+        if con == "ball":
+            lat.ball_certificate(pp, p["d"], p["beta"], p["L"], K, e, mode=p["mode"])
+        else:
+            lat.interaction_certificate(pp, p["d"], p["beta"], p["L"], K, e)
+        h, msg, cells = lat.materialise_ball(p["d"], p["beta"], p["L"], K, p.get("mode", "weights"))
+        if con == "interaction":
+            sv = lat.visible_singular_values(h)
+            vis = int(np.sum(sv > 1e-9 * sv[0]))
+    certificate(xp, "lower-decoding-margin", len(msg), e, h, {"messages": (msg, "int"), "cells": (cells, "int")})
+    return pp, xp, h, extra, vis
+
+
+def crosscheck(eps, out_dir):
+    """Each small instance checked as an explicit matrix by lower-decoding-margin; the parametric
+    certificate of the same instance must give the same M."""
     rows = []
     d_ = os.path.join(out_dir, "crosscheck")
     for i, (con, p) in enumerate(CROSSCHECK):
-        e = p.get("eps", eps)
-        pp, xp = os.path.join(d_, f"{i:02d}-{con}.parametric.json"), os.path.join(d_, f"{i:02d}-{con}.explicit.json")
-        row = {"construction": con, "params": " ".join(f"{k}={v}" for k, v in p.items())}
-        vis = None
-        if con == "sphere":
-            mu = lat.sphere_mu(p["d"], float(e))
-            row["params"] += f" mu={mu}"
-            lat.sphere_certificate(pp, p["d"], mu, p["R2"], e)
-            h, msg, cells = lat.materialise_sphere(p["d"], mu, p["R2"])
-        elif con == "sphere-random":
-            pp = None
-            h, msg, cells = lat.sphere_random(p["d"], p["beta"], p["P"], float(e))
-        else:
-            K = p.get("K", lat.max_half_width(p["d"], p["beta"], p["L"]))
-            row["params"] += f" K={K}" if "K" not in p else ""
-            if con == "ball":
-                lat.ball_certificate(pp, p["d"], p["beta"], p["L"], K, e, mode=p["mode"])
-            else:
-                lat.interaction_certificate(pp, p["d"], p["beta"], p["L"], K, e)
-            h, msg, cells = lat.materialise_ball(p["d"], p["beta"], p["L"], K, p.get("mode", "weights"))
-            if con == "interaction":
-                sv = lat.visible_singular_values(h)
-                vis = int(np.sum(sv > 1e-9 * sv[0]))
-        certificate(xp, "lower-decoding-margin", len(msg), e, h, {"messages": (msg, "int"), "cells": (cells, "int")})
+        pp, xp, h, extra, vis = crosscheck_pair(con, p, eps, os.path.join(d_, f"{i:02d}-{con}"))
         vx = check(xp)
-        row.update(columns=int(h["K"].shape[0]), explicit_M=len(msg), explicit_verdict=vx.status,
-                   explicit_margin=vx.details.get("certified_min_margin"), visible_dimension=vis)
+        M = vx.details.get("messages")
+        row = {"construction": con, "params": " ".join(f"{k}={v}" for k, v in p.items()) + extra,
+               "columns": int(h["K"].shape[0]), "explicit_M": h["Q"].shape[0], "explicit_verdict": vx.status,
+               "explicit_margin": vx.details.get("certified_min_margin"), "visible_dimension": vis}
         if pp is not None:
             vp = check(pp)
             row.update(parametric_M=vp.details.get("messages"), parametric_verdict=vp.status,
                        parametric_margin=vp.details.get("certified_min_margin"))
-            row["agree"] = vp.status == vx.status == "VERIFIED" and vp.details.get("messages") == len(msg)
+            row["agree"] = vp.status == vx.status == "VERIFIED" and vp.details.get("messages") == M
         else:
             row.update(parametric_M=None, parametric_verdict=None, parametric_margin=None,
                        agree=vx.status == "VERIFIED")

@@ -75,9 +75,10 @@ def interaction_certificate(path, r, rho2, L, K, eps, cell=None, provenance=None
     return _write(path, inst, {"cell": [str(c) for c in cell]}, (2 * K + 1) ** r, eps, provenance)
 
 
-def sphere_certificate(path, d, mu, R2, eps, provenance=None):
+def sphere_certificate(path, d, mu, R2, eps, provenance=None, bound=None):
+    """bound: the claimed count (default: computed, sphere_count(d, R2))."""
     inst = {"construction": "sphere", "d": str(d), "mu": numeral(Fraction(mu)), "radius_squared": numeral(Fraction(R2))}
-    return _write(path, inst, {}, sphere_count(d, R2), eps, provenance)
+    return _write(path, inst, {}, sphere_count(d, R2) if bound is None else bound, eps, provenance)
 
 
 def sphere_count(d, R2):
