@@ -37,10 +37,11 @@ def main():
     for L in calibrate.LENGTHS:
         c = ex.capture(model, info, ex.token_window(tok, info["kind"], L))
         for l, h in heads:
-            for m in calibrate.MULTIPLIERS:
-                g = calibrate.group({"model": "minilm", "L": L, "layer": l, "head": h, "multiplier": str(m),
-                                     "eps": [str(e) for e in calibrate.EPS], "Q": c["Q"][l, h], "K": c["K"][l, h],
-                                     "bias": None, "d_head": info["d_head"], "cert_dir": tmp})
+            done = calibrate.head_task({"model": "minilm", "L": L, "layer": l, "head": h,
+                                        "multipliers": [str(m) for m in calibrate.MULTIPLIERS],
+                                        "eps": [str(e) for e in calibrate.EPS], "Q": c["Q"][l, h], "K": c["K"][l, h],
+                                        "bias": None, "d_head": info["d_head"], "cert_dir": tmp, "out": tmp})
+            for g in done:
                 per_L.setdefault(L, []).append(g["seconds"] / len(calibrate.EPS))
                 groups += 1
     total_core = 0.0

@@ -25,6 +25,10 @@ import numpy as np
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
 EPS = (Fraction(15, 100), Fraction(25, 100), Fraction(35, 100))
+# Certificates: arrays above 256 entries as content-named .npy sidecars, so the queries and keys of
+# a head at one length are stored once for its 5 multipliers x 3 eps x 3 kinds (and the kernel
+# reads them as binary, not as 10^4 hex numerals).
+LAYOUT = {"inline_limit": 256, "shared": True}
 PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstruction": 1.57e-6, "heads": 84}
 
 
@@ -51,9 +55,10 @@ def _log_size(r, Gamma, epsp):
     return v
 
 
-def group(task):
+def group(task, geo=None):
     """All eps of one (L, layer, head, multiplier): dict with the rows and the tau curves.
-    task: dict(model, L, layer, head, multiplier (str), eps (list of str), Q, K, bias, d_head, cert_dir)."""
+    task: dict(model, L, layer, head, multiplier (str), eps (list of str), Q, K, bias, d_head, cert_dir).
+    geo: geometry.profile_geometry(Q, K) when the caller shares it between multipliers."""
     from . import certify, geometry, synthetic
     from .headfile import beta_float
     from .search import chain, writer
@@ -65,30 +70,35 @@ def group(task):
     b = beta_float(h["beta"])
     n, N, d = h["Q"].shape[0], h["K"].shape[0], h["Q"].shape[1]
     vis = geometry.visible_dimension(h["Q"], h["K"])
-    prof = geometry.residual_profile(h["Q"], h["K"], b)
+    geo = geo if geo is not None else geometry.profile_geometry(h["Q"], h["K"])
+    prof = geometry.residual_profile(h["Q"], h["K"], b, geo=geo)
     A = synthetic.attention(dict(h, beta=b))
     inst = writer.kernel_instance(h)
-    tag = f"L{task['L']}-l{task['layer']}-h{task['head']}-m{str(mult).replace('/', '_')}"
-    base_dir = os.path.join(task["cert_dir"], tag)
+    folder = f"L{task['L']}-l{task['layer']}-h{task['head']}"      # one per head and length: Q, K stored once
+    base_dir = os.path.join(task["cert_dir"], folder)
     os.makedirs(base_dir, exist_ok=True)
     prov = {"producer": "certkit calibrate", "model": task["model"], "layer": task["layer"], "head": task["head"],
             "length": task["L"], "multiplier": str(mult), "text_sha256": task.get("text_sha256")}
     full = prof.rows[-1]
+    chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
     rows = []
     for e in task["eps"]:
         eps = Fraction(e)
         te = time.perf_counter()
-        stem = os.path.join(base_dir, f"eps-{str(eps).replace('/', '_')}")
+        name = f"m{str(mult).replace('/', '_')}-eps-{str(eps).replace('/', '_')}"
+        stem = os.path.join(base_dir, name)
         r_int = geometry.r_svd_int(prof.rows, eps=float(eps))
         r_op = geometry.r_opt(prof.rows, float(eps), _log_size)
-        lo = certify.certify_lower(A, eps, h, stem + ".lower.json", prov)
-        up = certify.certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1)
+        lo = certify.certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT)
+        up = certify.certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
+                                   layout=LAYOUT)
         rs = sorted({r for r in (r_op, prof.r_max) if r is not None})
         R_sym = None
-        best = chain.best_chain(inst, h["Q"], h["K"], b, float(eps), rs=rs)
+        best = chain.best_chain(inst, h["Q"], h["K"], b, float(eps), rs=rs, geo=geo, cache=chain_cache)
         if best is not None:
             v = certify._write_checked(stem + ".chain.json", "upper-chain", best[0], eps, h,
-                                       {k: (a, "float") for k, a in best[2].items()}, dict(prov, search=f"chain r={best[1]}"))
+                                       {k: (a, "float") for k, a in best[2].items()}, dict(prov, search=f"chain r={best[1]}"),
+                                       LAYOUT)
             if v.status == "VERIFIED":          # a rejected file and its sidecars are removed
                 R_sym = int(best[0])
         rows.append({"model": task["model"], "L": task["L"], "layer": task["layer"], "head": task["head"],
@@ -97,7 +107,8 @@ def group(task):
                      "r_svd_int": r_int, "r_opt": r_op, "R_sym": R_sym, "R_sym_r": best[1] if best else None,
                      "R_con": up["bound"] if up else None, "upper_method": up["method"] if up else None,
                      "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
-                     "Gamma": full.Gamma_W, "seconds": round(time.perf_counter() - te, 3)})
+                     "Gamma": full.Gamma_W, "certificates": f"certificates/{folder}/{name}.{{lower,upper,chain}}.json",
+                     "seconds": round(time.perf_counter() - te, 3)})
     return {"rows": rows, "tau_width": [r.tau_width for r in prof.rows], "tau_exact": [r.tau_exact for r in prof.rows],
             "tau_spec": [r.tau_spec for r in prof.rows], "sigma": [float(s) for s in prof.sigma],
             "seconds": round(time.perf_counter() - t0, 3)}
@@ -149,6 +160,23 @@ def _mult(t):
     return v
 
 
+def head_task(task):
+    """The remaining multipliers task["multipliers"] of one (L, layer, head): the beta-independent
+    geometry once, then group() per multiplier, each written atomically to its config file under
+    task["out"] as soon as it is done.  Each group's seconds include its share of the geometry."""
+    from . import geometry
+    t0 = time.perf_counter()
+    geo = geometry.profile_geometry(task["Q"], task["K"])
+    share = (time.perf_counter() - t0) / len(task["multipliers"])
+    done = []
+    for m in task["multipliers"]:
+        g = group(dict(task, multiplier=m), geo)
+        g["seconds"] = round(g["seconds"] + share, 3)
+        _write_atomic(group_path(task["out"], task["L"], task["layer"], task["head"], Fraction(m)), g)
+        done.append(g)
+    return done
+
+
 def group_path(out, L, l, h, m):
     return os.path.join(out, "configs", f"L{L}", f"l{l}-h{h}-m{str(m).replace('/', '_')}.json")
 
@@ -177,13 +205,12 @@ def run_grid(model_spec, name, out, layers, heads, lengths, mults, eps_list, wor
         recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
         for l in layers:
             for h in heads:
-                for m in mults:
-                    if os.path.exists(group_path(out, L, l, h, m)):
-                        continue
-                    todo.append({"model": name, "L": L, "layer": l, "head": h, "multiplier": str(m),
+                left = [str(m) for m in mults if not os.path.exists(group_path(out, L, l, h, m))]
+                if left:
+                    todo.append({"model": name, "L": L, "layer": l, "head": h, "multipliers": left,
                                  "eps": [str(e) for e in eps_list], "Q": c["Q"][l, h], "K": c["K"][l, h],
                                  "bias": None if c["bias"] is None else c["bias"][h], "d_head": info["d_head"],
-                                 "cert_dir": cert_dir, "text_sha256": sha})
+                                 "cert_dir": cert_dir, "out": out, "text_sha256": sha})
     recon.append({"L": lengths[0], "max_abs_diff_float64_model": _float64_check(model, tok, info, lengths[0])})
     total = len(lengths) * len(layers) * len(heads) * len(mults)
     meta = {"model": name, "spec": model_spec, "info": {k: v for k, v in info.items() if k != "folder"},
@@ -192,27 +219,27 @@ def run_grid(model_spec, name, out, layers, heads, lengths, mults, eps_list, wor
                      "eps": [str(e) for e in eps_list]}}
     _write_atomic(os.path.join(out, "meta.json"), meta)
     del model
-    bar = tqdm(total=len(todo), desc=f"certkit calibrate {name}", unit="cfg", disable=not progress)
+    todo.sort(key=lambda t: -t["L"])            # longest first: the pool ends with short tasks
+    left = sum(len(t["multipliers"]) for t in todo)
+    bar = tqdm(total=left, desc=f"certkit calibrate {name}", unit="group", disable=not progress)
     done = 0
     if workers <= 1:
         for t in todo:
-            _write_atomic(group_path(out, t["L"], t["layer"], t["head"], Fraction(t["multiplier"])), group(t))
-            done += 1
-            bar.update()
+            done += len(head_task(t))
+            bar.update(len(t["multipliers"]))
     else:
         import concurrent.futures as cf
         import multiprocessing as mp
         for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[v] = "1"
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = {pool.submit(group, t): t for t in todo}
+            futs = [pool.submit(head_task, t) for t in todo]
             for f in cf.as_completed(futs):
-                t = futs[f]
-                _write_atomic(group_path(out, t["L"], t["layer"], t["head"], Fraction(t["multiplier"])), f.result())
-                done += 1
-                bar.update()
+                k = len(f.result())
+                done += k
+                bar.update(k)
     bar.close()
-    return done, total - len(todo), meta
+    return done, total - left, meta
 
 
 def _float64_check(model, tok, info, L):
@@ -226,7 +253,7 @@ def _float64_check(model, tok, info, L):
 
 # ---------------------------------------------------------------- summary
 FIELDS = ["model", "L", "layer", "head", "multiplier", "beta", "eps", "n", "d_head", "r_exact", "r_exact_certified_lower",
-          "r_svd_int", "r_opt", "R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "Gamma", "seconds"]
+          "r_svd_int", "r_opt", "R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "Gamma", "certificates", "seconds"]
 
 
 def collect(out, grid=None):

@@ -88,8 +88,10 @@ def _tag(x):
 
 # ---------------------------------------------------------------- one head, one eps
 
-def _write_checked(path, kind, bound, eps, h, wit, prov):
-    writer.certificate(path, kind, bound, eps, h, wit, provenance=prov)
+def _write_checked(path, kind, bound, eps, h, wit, prov, layout=None):
+    """Write and kernel-check one certificate; a rejected file is removed with its own sidecars.
+    layout: writer.certificate options (inline_limit, shared)."""
+    writer.certificate(path, kind, bound, eps, h, wit, provenance=prov, **(layout or {}))
     v = check(path)
     if v.status != "VERIFIED":
         _remove(path)
@@ -105,7 +107,7 @@ def _remove(path):
             os.remove(full)
 
 
-def certify_lower(A, eps, h, path, prov):
+def certify_lower(A, eps, h, path, prov, layout=None):
     """Best kernel-VERIFIED lower certificate among the candidates: dict or None."""
     e = float(eps)
     cands = [(M, kind, {"messages": (msgs, "int"), "cells": (cells, "int")})
@@ -120,21 +122,21 @@ def certify_lower(A, eps, h, path, prov):
     cands.sort(key=lambda c: -c[0])
     tried = []
     for M, kind, wit in cands:
-        v = _write_checked(path, kind, M, eps, h, wit, dict(prov, search=kind))
+        v = _write_checked(path, kind, M, eps, h, wit, dict(prov, search=kind), layout)
         tried.append({"kind": kind, "bound": M, "verdict": v.status})
         if v.status == "VERIFIED":
             return {"bound": M, "kind": kind, "file": path, "verdict": v.line(), "tried": tried}
     return None
 
 
-def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24):
+def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None):
     """Smallest kernel-VERIFIED factorisation certificate found: dict or None."""
     judge = lambda U, V: max_row_error(inst, U, V, "fast")[0]
     r = upper.search(A, float(eps), judge, floor=floor, attempts=attempts)
     if r["k"] is None:
         return None
     wit = {"U": (r["U"], "float"), "V": (r["V"], "float")}
-    v = _write_checked(path, "upper-factorization", r["k"], eps, h, wit, dict(prov, search=r["method"]))
+    v = _write_checked(path, "upper-factorization", r["k"], eps, h, wit, dict(prov, search=r["method"]), layout)
     if v.status != "VERIFIED":       # the judge and check agree by construction; never claim otherwise
         return None
     return {"bound": r["k"], "kind": "upper-factorization", "method": r["method"], "file": path,

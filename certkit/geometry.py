@@ -47,7 +47,8 @@ from .kernel.fp import U as _u, ETA, gamma, inflate, sum_up
 from .kernel.svd import singular_value_bounds
 
 __all__ = [
-    "visible_dimension", "chebyshev_centre", "diameter", "residual_profile", "ResidualRow",
+    "visible_dimension", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
+    "residual_profile", "ResidualRow",
     "ResidualProfile", "r_svd_int", "r_opt", "gibbs_form",
 ]
 
@@ -370,7 +371,52 @@ def _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, beta, logw):
     return osc_max, err_max
 
 
-def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None):
+@dataclass
+class ProfileGeometry:
+    """The beta-independent part of the profile of (Q, K, weights): the frame (as _frame), the
+    rotated Qt = Q Omega, Kt = K_kept Omega, and for r = 0..r_max the Chebyshev centres and radii
+    of Qt[:, :r] (cQ, rho_Q), Kt[:, :r] (cK, rho_K), Qt[:, r:m] (c1, d1), the diameter w1 of
+    Kt[:, r:m] and kappa_r; c2, d2 (queries) and w2 (keys) of the U^perp block Qt[:, m:]."""
+    frame: dict
+    Qt: np.ndarray
+    Kt: np.ndarray
+    logw: np.ndarray
+    keep: np.ndarray
+    per_r: list
+    c2: np.ndarray
+    d2: float
+    w2: float
+
+
+def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None):
+    """ProfileGeometry of the head (zero-weight columns dropped); shared by every beta (SPEC §5.2:
+    radii, diameters and kappa do not involve beta) and by the chain witnesses of search/chain."""
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    logw = _log_weights(weights, K.shape[0])
+    keep = np.isfinite(logw)
+    if not keep.any():
+        raise ValueError("all column weights are zero")
+    K, logw = K[keep], logw[keep]
+    f = _frame(Q, K, tol, tau_rel)
+    m, d = f["m"], f["d"]
+    Om = f["Omega"]
+    Qt, Kt = Q @ Om, K @ Om
+    St = f["S"] @ f["V_S"] if m else np.zeros((K.shape[0], 0))    # z_j in W-ordered U coords
+    c2, d2 = chebyshev_centre(Qt[:, m:]) if d - m else (np.zeros(0), 0.0)
+    w2 = diameter(Kt[:, m:])
+    per_r = []
+    for r in range(f["r_num"] + 1):
+        cQ, rho_Q = chebyshev_centre(Qt[:, :r])
+        cK, rho_K = chebyshev_centre(Kt[:, :r])
+        c1, d1 = chebyshev_centre(Qt[:, r:m])
+        zr = St[:, r:m]
+        per_r.append(dict(cQ=cQ, rho_Q=rho_Q, cK=cK, rho_K=rho_K, c1=c1, d1=d1, w1=diameter(Kt[:, r:m]),
+                          kappa=float(np.sqrt(np.max(np.sum(zr * zr, axis=1)))) if zr.size else 0.0))
+    return ProfileGeometry(frame=f, Qt=Qt, Kt=Kt, logw=logw, keep=keep, per_r=per_r, c2=c2, d2=d2, w2=w2)
+
+
+def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None, geo=None):
     """The SVD-bridge profile r = 0..r_max (SPEC §5, §6), float64, untrusted.
 
     For W_r = span{v_1..v_r} (top right singular vectors of Z, SPEC §6.1) the logits split as
@@ -380,44 +426,27 @@ def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None):
     and, by Cor. 2.2 and the block bounds of SPEC §5.2 / Lemma 6.1,
         actual := max_i ||A_i - At_i||_1 <= tau_exact <= tau_width <= tau_spec.
     Zero-weight (padding) columns are dropped.  r_max = r_num (SPEC §6.3).  Key-only heads give
-    dim U = 0, r_max = 0 and a single row with every tau = 0.
+    dim U = 0, r_max = 0 and a single row with every tau = 0.  geo: profile_geometry(Q, K,
+    weights, tol=, tau_rel=) computed once for several beta (it must be of the same head).
     """
-    Q = np.asarray(Q, dtype=np.float64)
-    K = np.asarray(K, dtype=np.float64)
     b = _as_float(beta)
-    logw = _log_weights(weights, K.shape[0])
-    keep = np.isfinite(logw)
-    if not keep.any():
-        raise ValueError("all column weights are zero")
-    K, logw = K[keep], logw[keep]
-    f = _frame(Q, K, tol, tau_rel)
-    m, d, r_max, s = f["m"], f["d"], f["r_num"], f["sigma"]
-    Om = f["Omega"]
-    Qt, Kt = Q @ Om, K @ Om
-    St = f["S"] @ f["V_S"] if m else np.zeros((K.shape[0], 0))    # z_j in W-ordered U coords
-
-    Q2 = Qt[:, m:]
-    c2, d2 = chebyshev_centre(Q2) if d - m else (np.zeros(0), 0.0)
-    w2 = diameter(Kt[:, m:])
+    g = geo if geo is not None else profile_geometry(Q, K, weights, tol=tol, tau_rel=tau_rel)
+    f, Qt, Kt = g.frame, g.Qt, g.Kt
+    m, r_max, s = f["m"], f["r_num"], f["sigma"]
     rows = []
-    for r in range(r_max + 1):
-        _, rho_Q = chebyshev_centre(Qt[:, :r])
-        _, rho_K = chebyshev_centre(Kt[:, :r])
-        c1, d1 = chebyshev_centre(Qt[:, r:m])
-        w1 = diameter(Kt[:, r:m])
+    for r, x in enumerate(g.per_r):
+        d1, w1, d2, w2 = x["d1"], x["w1"], g.d2, g.w2
         sig = float(s[r]) if r < s.size else 0.0
-        zr = St[:, r:m]
-        kappa = float(np.sqrt(np.max(np.sum(zr * zr, axis=1)))) if zr.size else 0.0
-        osc, act = _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, b, logw)
+        osc, act = _blocked_osc_and_errors(Qt, Kt, r, m, x["c1"], g.c2, b, g.logw)
         rows.append(ResidualRow(
-            r=r, rho_Q=rho_Q, rho_K=rho_K, Gamma_W=b * rho_Q * rho_K,
-            delta_Q=(d1, d2), omega_K=(w1, w2), sigma_next=sig, kappa=kappa,
+            r=r, rho_Q=x["rho_Q"], rho_K=x["rho_K"], Gamma_W=b * x["rho_Q"] * x["rho_K"],
+            delta_Q=(d1, d2), omega_K=(w1, w2), sigma_next=sig, kappa=x["kappa"],
             tau_exact=_two_tanh_quarter(osc),
             tau_width=_two_tanh_quarter(b * (d1 * w1 + d2 * w2)),
             tau_spec=_two_tanh_quarter(b * (2.0 * d1 * sig + d2 * w2)),
             actual=act))
-    return ResidualProfile(rows=rows, r_max=r_max, dim_U=m, beta=b, sigma=s, basis=Om,
-                           tol=f["tol"], extra=dict(tol_U=f["tol_U"], kept=keep))
+    return ResidualProfile(rows=rows, r_max=r_max, dim_U=m, beta=b, sigma=s, basis=f["Omega"],
+                           tol=f["tol"], extra=dict(tol_U=f["tol_U"], kept=g.keep))
 
 
 def r_svd_int(profile, tau=None, *, eps=None):

@@ -15,31 +15,41 @@ from .. import geometry
 from .writer import numeral
 
 
-def chain_witness(Q, K, beta, weights=None, r=0, blocks=2):
-    """Witness arrays {field: ndarray} for the upper-chain rule at dimension r (beta: float)."""
+def chain_witness(Q, K, beta, weights=None, r=0, blocks=2, geo=None):
+    """Witness arrays {field: ndarray} for the upper-chain rule at dimension r (beta: float).
+    geo: geometry.profile_geometry(Q, K, weights) of this head, whose centres are reused
+    (blocks = 2 and r <= r_num); the witness does not depend on beta."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
     if weights is not None:
         K = K[np.asarray(weights) > 0]
-    f = geometry._frame(Q, K)
+    if geo is not None and blocks == 2 and r < len(geo.per_r):
+        f, Qt, Kt, x = geo.frame, geo.Qt, geo.Kt, geo.per_r[r]
+        centre = lambda X, key: x[key]
+        complement = geo.c2
+    else:
+        f = geometry._frame(Q, K)
+        Om = f["Omega"]
+        Qt, Kt = Q @ Om, K @ Om
+        centre = lambda X, key: geometry.chebyshev_centre(X)[0]
+        complement = None
     m, d = f["m"], f["d"]
     r = int(min(r, m))
     Om = f["Omega"]
-    Qt, Kt = Q @ Om, K @ Om
     out = {}
     if r:
         out["basis"] = np.ascontiguousarray(Om[:, :r])
-        out["query_centre"] = geometry.chebyshev_centre(Qt[:, :r])[0]
-        out["key_centre"] = geometry.chebyshev_centre(Kt[:, :r])[0]
+        out["query_centre"] = centre(Qt[:, :r], "cQ")
+        out["key_centre"] = centre(Kt[:, :r], "cK")
     split = m if blocks == 2 else r
     if blocks == 2 and m > r:
         out["residual_basis"] = np.ascontiguousarray(Om[:, r:m])
-        out["residual_query_centre"] = geometry.chebyshev_centre(Qt[:, r:m])[0]
+        out["residual_query_centre"] = centre(Qt[:, r:m], "c1")
     if split < d:
         if np.all(Q == Q[0]):
             out["complement_query_centre"] = Q[0].copy()    # key-only: residual exactly 0
         else:
-            c = geometry.chebyshev_centre(Qt[:, split:])[0]
+            c = complement if complement is not None else geometry.chebyshev_centre(Qt[:, split:])[0]
             out["complement_query_centre"] = Om[:, split:] @ c
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
@@ -51,18 +61,25 @@ def witness_json(arrays):
     return {k: nest(np.asarray(v)) for k, v in arrays.items()}
 
 
-def best_chain(inst, Q, K, beta, eps, weights=None, rs=None, blocks=2):
+def best_chain(inst, Q, K, beta, eps, weights=None, rs=None, blocks=2, geo=None, cache=None):
     """(R_sym, r, arrays, enclosures) minimising the kernel's certified R_sym over r in rs
-    (default 0..r_num).  inst: the kernel Instance of the head (the kernel decides)."""
-    from ..kernel.rule_chain import enclosures
+    (default 0..r_num).  inst: the kernel Instance of the head (the kernel decides).  geo: see
+    chain_witness.  cache: a dict kept by the caller across eps for the same inst; it holds, per
+    r, the witness and the kernel's eps-independent geometry, so only the chain is redone."""
+    from ..kernel.rule_chain import _witness, chain, geometry as kernel_geometry
     if rs is None:
         Kk = K if weights is None else np.asarray(K)[np.asarray(weights) > 0]
         rs = range(geometry._frame(np.asarray(Q, float), np.asarray(Kk, float))["r_num"] + 1)
+    cache = {} if cache is None else cache
     best = None
     for r in rs:
-        arrays = chain_witness(Q, K, beta, weights, r, blocks)
-        enc = enclosures(inst, Fraction(eps), witness_json(arrays), ".")
-        R = enc["R_sym"]
+        if r not in cache:
+            arrays = chain_witness(Q, K, beta, weights, r, blocks, geo)
+            cache[r] = (arrays, kernel_geometry(inst, *_witness(witness_json(arrays), inst.Q.shape[1], ".")))
+        arrays, g0 = cache[r]
+        g = dict(g0)
+        out, R, how = chain(g, Fraction(eps), inst.n)
+        g.update(out, R_sym=R, decided=how)         # as kernel.rule_chain.enclosures
         if R is not None and (best is None or R < best[0]):
-            best = (R, int(enc["r"]), arrays, enc)
+            best = (R, int(g["r"]), arrays, g)
     return best

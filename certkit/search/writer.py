@@ -31,14 +31,17 @@ def npy_bytes(a):
 
 
 class CertificateWriter:
-    """Collects arrays for one certificate; arrays above INLINE_LIMIT entries go to sidecars
-    named <stem>.<field>.npy beside the JSON file."""
+    """Collects arrays for one certificate; arrays above inline_limit entries go to sidecars
+    beside the JSON file, named <stem>.<field>.npy, or with shared=True named by content
+    (<sha256[:24]>.npy) so that certificates in one folder store an equal array (the same
+    head's queries and keys, say) once."""
 
-    def __init__(self, path, inline_limit=INLINE_LIMIT):
+    def __init__(self, path, inline_limit=INLINE_LIMIT, shared=False):
         self.path = path
         self.stem = os.path.splitext(os.path.basename(path))[0]
         self.dir = os.path.dirname(os.path.abspath(path))
         self.inline_limit = inline_limit
+        self.shared = shared
         self.sidecars = {}
 
     def array(self, name, a, kind="float"):
@@ -46,16 +49,20 @@ class CertificateWriter:
         if a.size <= self.inline_limit:
             conv = (lambda v: str(int(v))) if kind == "int" else (lambda v: float(v).hex())
             return _nested(a, conv)
-        fname = f"{self.stem}.{name}.npy"
         raw = npy_bytes(a)
+        sha = hashlib.sha256(raw).hexdigest()
+        fname = f"{sha[:24]}.npy" if self.shared else f"{self.stem}.{name}.npy"
         self.sidecars[fname] = raw
-        return {"file": fname, "sha256": hashlib.sha256(raw).hexdigest(),
+        return {"file": fname, "sha256": sha,
                 "dtype": str(a.dtype), "shape": list(a.shape)}
 
     def write(self, doc):
         os.makedirs(self.dir, exist_ok=True)
         for fname, raw in self.sidecars.items():
-            with open(os.path.join(self.dir, fname), "wb") as f:
+            full = os.path.join(self.dir, fname)
+            if self.shared and os.path.exists(full) and os.path.getsize(full) == len(raw):
+                continue                    # content-named: already there (the checker re-hashes it)
+            with open(full, "wb") as f:
                 f.write(raw)
         with open(self.path, "w") as f:
             json.dump(doc, f, indent=1)
@@ -95,10 +102,11 @@ def instance_json(w, Q, K, beta, weights=None, bias=None):
     return inst
 
 
-def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT):
+def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT,
+                shared=False):
     """Write a certificate.  head: dict(Q=, K=, beta=, weights=, bias=).  witness_arrays:
-    {field: (array, kind)}.  Returns the path."""
-    w = CertificateWriter(path, inline_limit)
+    {field: (array, kind)}.  inline_limit, shared: see CertificateWriter.  Returns the path."""
+    w = CertificateWriter(path, inline_limit, shared)
     doc = {
         "format": FORMAT, "version": VERSION, "kind": kind,
         "claim": {"quantity": "r_eps", "relation": "<=" if kind.startswith("upper") else ">=",
