@@ -81,6 +81,7 @@ def group(task, geo=None):
             "length": task["L"], "multiplier": str(mult), "text_sha256": task.get("text_sha256")}
     full = prof.rows[-1]
     chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
+    growth = []                                 # the lower search's greedy growth, shared by the eps
     rows = []
     for e in task["eps"]:
         eps = Fraction(e)
@@ -89,7 +90,7 @@ def group(task, geo=None):
         stem = os.path.join(base_dir, name)
         r_int = geometry.r_svd_int(prof.rows, eps=float(eps))
         r_op = geometry.r_opt(prof.rows, float(eps), _log_size)
-        lo = certify.certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT)
+        lo = certify.certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, growth)
         up = certify.certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
                                    layout=LAYOUT)
         rs = sorted({r for r in (r_op, prof.r_max) if r is not None})

@@ -107,11 +107,12 @@ def _remove(path):
             os.remove(full)
 
 
-def certify_lower(A, eps, h, path, prov, layout=None):
-    """Best kernel-VERIFIED lower certificate among the candidates: dict or None."""
+def certify_lower(A, eps, h, path, prov, layout=None, growth=None):
+    """Best kernel-VERIFIED lower certificate among the candidates: dict or None.
+    growth: a list kept by the caller across the eps of one A (lower.grow_inverse)."""
     e = float(eps)
     cands = [(M, kind, {"messages": (msgs, "int"), "cells": (cells, "int")})
-             for kind, M, msgs, cells in lower.decoding_candidates(A, e)]
+             for kind, M, msgs, cells in lower.decoding_candidates(A, e, growth=growth)]
     for M, rows, cells in lower.frobenius_candidates(A, e):
         wit = {}
         if rows is not None:

@@ -158,6 +158,19 @@ def test_grow_inverse_equals_the_plain_greedy(head, eps):
     assert np.array_equal(m1, m2) and np.array_equal(c1, c2)
 
 
+@settings(max_examples=15, deadline=None)
+@given(head=HEADS, order=st.permutations([0.1, 0.2, 0.3, 0.45]), max_local=st.sampled_from([0, 64]))
+def test_grow_inverse_with_a_shared_growth_equals_the_plain_greedy(head, order, max_local):
+    """The growth recorded at one eps, replayed at the others (in any order), changes nothing."""
+    family, n, d, beta, seed = head
+    A = attention(family, n, d, beta, seed)
+    growth = []
+    for eps in order:
+        m1, c1 = lower.grow_inverse(A, eps, max_local=max_local, growth=growth)
+        m2, c2 = ref_grow_inverse(A, eps, max_local=max_local)
+        assert np.array_equal(m1, m2) and np.array_equal(c1, c2)
+
+
 @pytest.mark.parametrize("family, n, beta, eps", [("gaussian", 40, 4, 0.15), ("clustered", 36, 3, 0.25),
                                                   ("gaussian", 64, 8, 0.2)])
 def test_local_cells_equals_the_plain_coordinate_descent(family, n, beta, eps):

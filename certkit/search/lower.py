@@ -403,51 +403,70 @@ def _grow_candidates(A, S, cand):
     return lb
 
 
-def grow_inverse(A, eps, max_local=64):
+def grow_inverse(A, eps, max_local=64, growth=None):
     """Greedy growth for Lemma 8.2: add the row whose argmax-cell contraction has the smallest
     ||T^{-1}||_inf while eps ||T^{-1}|| < 1; when that stops, one more row with coordinate
     descent on the cells (if M <= max_local).  Returns (messages, cells).
 
     Candidates are evaluated exactly (a fresh inverse) in the order of cheap lower bounds
     (_grow_candidates) until the next bound exceeds the best value found: the same choice as
-    evaluating every row (smallest value, then smallest index)."""
+    evaluating every row (smallest value, then smallest index).
+
+    The rows added and their ||T^{-1}|| do not depend on eps (only where the growth stops does),
+    nor does local_cells; growth, a list kept by the caller for this A, records the steps
+    [messages, cells, value, local_cells result or None] so that the growth at another eps
+    replays them (the same result as a fresh call, at the cost of the steps not yet taken)."""
     n = A.shape[0]
+    growth = [] if growth is None else growth
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     S = [int(np.argmax(A.max(axis=1)))]
     cells = argmax_cells(A, np.array(S))
+    t = 0
     while len(S) < min(n, A.shape[1]):
-        inS = np.zeros(n, dtype=bool)
-        inS[S] = True
-        cand = np.flatnonzero(~inS)
-        lb = _grow_candidates(A, S, cand)
-        best = None
-        for t in np.argsort(lb, kind="stable"):
-            if best is not None and lb[t] * (1 - 1e-9) > best[0]:
-                break
-            i = int(cand[t])
-            if np.isinf(lb[t]):
-                v = np.inf
-            else:
-                msgs = np.array(S + [i])
-                v = inverse_norm(contraction(A, msgs, argmax_cells(A, msgs)))
-            if best is None or v < best[0] or (v == best[0] and i < best[1]):
-                best = (v, i)
-        if best[0] == np.inf:
-            best = (np.inf, int(cand[0]))
-        msgs = np.array(S + [best[1]])
-        c = argmax_cells(A, msgs)
-        if not ok(best[0]):
+        if t == len(growth):
+            growth.append(_grow_step(A, S) + [None])
+        msgs, c, v, _ = growth[t]
+        if not ok(v):
             if len(msgs) > max_local:
                 break
-            c, v = local_cells(A, msgs, c)
+            if growth[t][3] is None:
+                growth[t][3] = local_cells(A, msgs, c)
+            c, v = growth[t][3]
             if not ok(v):
                 break
         S, cells = list(msgs), c
+        t += 1
     return np.array(S, dtype=np.int64), cells
 
 
-def decoding_candidates(A, eps, hi=None):
-    """[(kind, M, messages, cells)] best-first per kind (float tests; the kernel decides)."""
+def _grow_step(A, S):
+    """[messages S + [i], their argmax cells, ||T^{-1}||_inf] for the best next row i."""
+    n = A.shape[0]
+    inS = np.zeros(n, dtype=bool)
+    inS[S] = True
+    cand = np.flatnonzero(~inS)
+    lb = _grow_candidates(A, S, cand)
+    best = None
+    for t in np.argsort(lb, kind="stable"):
+        if best is not None and lb[t] * (1 - 1e-9) > best[0]:
+            break
+        i = int(cand[t])
+        if np.isinf(lb[t]):
+            v = np.inf
+        else:
+            msgs = np.array(S + [i])
+            v = inverse_norm(contraction(A, msgs, argmax_cells(A, msgs)))
+        if best is None or v < best[0] or (v == best[0] and i < best[1]):
+            best = (v, i)
+    if best[0] == np.inf:
+        best = (np.inf, int(cand[0]))
+    msgs = np.array(S + [best[1]])
+    return [msgs, argmax_cells(A, msgs), best[0]]
+
+
+def decoding_candidates(A, eps, hi=None, growth=None):
+    """[(kind, M, messages, cells)] best-first per kind (float tests; the kernel decides).
+    growth: see grow_inverse (shared by the calls for several eps on one A)."""
     n, N = A.shape
     thr = eps * (1 + SAFETY) + 1e-12
     out = []
@@ -471,7 +490,7 @@ def decoding_candidates(A, eps, hi=None):
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
-        msgs, cells = grow_inverse(A, eps)
+        msgs, cells = grow_inverse(A, eps, growth=growth)
         if len(msgs) > 1:
             out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
     out.sort(key=lambda c: -c[1])
