@@ -130,10 +130,11 @@ def certify_lower(A, eps, h, path, prov, layout=None, growth=None):
     return None
 
 
-def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None):
-    """Smallest kernel-VERIFIED factorisation certificate found: dict or None."""
+def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None, **search_kw):
+    """Smallest kernel-VERIFIED factorisation certificate found: dict or None.
+    search_kw: passed to upper.search (e.g. refine's early give-up points)."""
     judge = lambda U, V: max_row_error(inst, U, V, "fast")[0]
-    r = upper.search(A, float(eps), judge, floor=floor, attempts=attempts)
+    r = upper.search(A, float(eps), judge, floor=floor, attempts=attempts, **search_kw)
     if r["k"] is None:
         return None
     wit = {"U": (r["U"], "float"), "V": (r["V"], "float")}

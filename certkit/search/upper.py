@@ -119,11 +119,12 @@ class _Stop(Exception):
 
 
 def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeless=1.2,
-           early=((60, 1.5),)):
+           early=((60, 1.5),), memory=10):
     """L-BFGS on (C, G) for the smoothed p-norm of the row l1 errors; stops as soon as the
     exact float max row error is <= eps (1 - SAFETY) when eps is given, and gives up after
     check_at evaluations if it is still above hopeless * eps (and after c evaluations if still
-    above h * eps, for each (c, h) in early).  Returns (C, G) in float64.
+    above h * eps, for each (c, h) in early); memory: the L-BFGS pairs kept.  Returns (C, G)
+    in float64.
 
     The objective and its gradient are evaluated in float32 (half the memory traffic of the
     n x N residual and the L-BFGS memory); the stopping test is float64 wherever the float32
@@ -174,7 +175,7 @@ def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeles
 
     x0 = np.concatenate([C.ravel(), G.ravel()])
     try:
-        x = lbfgs(f, x0, iters, dtype=np.float32)
+        x = lbfgs(f, x0, iters, m=memory, dtype=np.float32)
     except _Stop as r:
         x = r.x
     return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
