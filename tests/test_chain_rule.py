@@ -120,3 +120,24 @@ def test_key_only_head_is_rank_one_at_any_eps():
     g = enclosures(_inst(h, Fraction(6)), Fraction(1, 10 ** 6), witness_json(arrays), ".")
     assert g["R_sym"] == 1 and g["decided"] == "r=0"
     assert float(g["tau"].upper()) < 1e-6
+
+
+@settings(max_examples=10, deadline=None)
+@given(family=st.sampled_from(["gaussian", "clustered"]), n=st.integers(6, 24), d=st.integers(1, 5),
+       seed=st.integers(0, 9))
+def test_best_chain_with_shared_geometry_and_cache_equals_the_plain_search(family, n, d, seed):
+    """calibrate's sharing (profile geometry for the witnesses, the kernel geometry per r across
+    eps) gives the same witness arrays and the same kernel R_sym as computing everything afresh."""
+    from certkit import geometry
+    from certkit.search.chain import best_chain
+    h = synthetic.head(family, n, d, beta=Fraction(3), seed=seed)
+    inst = _inst(h, Fraction(3))
+    geo = geometry.profile_geometry(h["Q"], h["K"])
+    cache = {}
+    for eps in (0.5, 0.3, 0.5):
+        plain = best_chain(inst, h["Q"], h["K"], 3.0, eps)
+        fast = best_chain(inst, h["Q"], h["K"], 3.0, eps, geo=geo, cache=cache)
+        assert (plain is None) == (fast is None)
+        if plain is not None:
+            assert plain[:2] == fast[:2] and plain[2].keys() == fast[2].keys()
+            assert all(np.array_equal(plain[2][k], fast[2][k]) for k in plain[2])

@@ -29,8 +29,7 @@ def chain_witness(Q, K, beta, weights=None, r=0, blocks=2, geo=None):
         complement = geo.c2
     else:
         f = geometry._frame(Q, K)
-        Om = f["Omega"]
-        Qt, Kt = Q @ Om, K @ Om
+        Qt, Kt = Q @ f["Omega"], K @ f["Omega"]
         centre = lambda X, key: geometry.chebyshev_centre(X)[0]
         complement = None
     m, d = f["m"], f["d"]
