@@ -9,47 +9,33 @@ smallest k at which each practitioner's approximation has kernel-certified row-l
 import json
 import os
 import re
+import tempfile
 import time
 from fractions import Fraction
 
-
 from . import synthetic
-from .headfile import read_head, beta_float, parse_beta, HeadFileError
-from .kernel import check
-from .kernel.rule_factorization import max_row_error
+from .errors import UserError
+from .head import Head
+from .kernel import max_row_error
+from .numbers import exact, parse_beta, parse_eps_list, tag
 from .search import lower, upper, writer
 
 EPS_DEFAULT = "1/10,1/4,1/2"
+PEERS_DEFAULT = "svd,nystrom,performer,linformer"
+LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
 
 
-class CertifyError(Exception):
+class CertifyError(UserError):
     """Bad input to certify (a message naming the argument/file/value)."""
 
 
 # ---------------------------------------------------------------- inputs
 
-def parse_eps_list(text):
-    """'0.1,1/4' -> [Fraction(1,10), Fraction(1,4)]: exact (decimal strings are read exactly)."""
-    out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        try:
-            e = Fraction(part)
-        except (ValueError, ZeroDivisionError):
-            raise CertifyError(f"--eps: {part!r} is not a number (use decimals or p/q)") from None
-        if not 0 < e < 1:
-            raise CertifyError(f"--eps: {part} is outside (0, 1) (for eps >= 1, B = 0 already gives r_eps = 0)")
-        out.append(e)
-    if not out:
-        raise CertifyError("--eps: empty list")
-    return out
-
-
 SYNTH = re.compile(r"^(?P<family>[a-z-]+)(?::(?P<params>.*))?$")
 
 
 def parse_synthetic(spec):
-    """'gaussian:n=64,d=8,beta=2,seed=0' -> (name, head dict)."""
+    """'gaussian:n=64,d=8,beta=2,seed=0' -> the synthetic Head (named by its parameters)."""
     m = SYNTH.match(spec.strip())
     if not m or m["family"] not in synthetic.FAMILIES:
         raise CertifyError(f"--synthetic {spec!r}: family must be one of {', '.join(synthetic.FAMILIES)} "
@@ -63,53 +49,20 @@ def parse_synthetic(spec):
     try:
         n, d, seed = int(p["n"]), int(p["d"]), int(p["seed"])
         N = int(p["N"]) if "N" in p else None
-        beta = Fraction(p["beta"])
-    except (ValueError, ZeroDivisionError):
-        raise CertifyError(f"--synthetic {spec!r}: n, N, d, seed must be integers and beta a number") from None
+    except ValueError:
+        raise CertifyError(f"--synthetic {spec!r}: n, N, d, seed must be integers") from None
+    beta = exact(p["beta"], f"--synthetic {spec!r}: beta")
     if min(n, d, N or 1) < 1 or n > 4096 or (N or 0) > 4096 or beta < 0:
         raise CertifyError(f"--synthetic {spec!r}: need 1 <= n, N <= 4096, d >= 1, beta >= 0")
-    h = synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed)
-    name = f"{m['family']}-n{n}" + (f"-N{N}" if N else "") + f"-d{d}-beta{_tag(beta)}-seed{seed}"
-    return name, h
-
-
-def load_head(path, beta=None):
-    """(name, head) from a .npz/.safetensors head file (certkit.headfile)."""
-    try:
-        h = read_head(path, beta=beta)
-    except HeadFileError as e:
-        raise CertifyError(str(e)) from None
-    return os.path.splitext(os.path.basename(path))[0], h
-
-
-def _tag(x):
-    return str(x).replace("/", "_")
+    name = f"{m['family']}-n{n}" + (f"-N{N}" if N else "") + f"-d{d}-beta{tag(beta)}-seed{seed}"
+    return synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed, name=name)
 
 
 # ---------------------------------------------------------------- one head, one eps
 
-def _write_checked(path, kind, bound, eps, h, wit, prov, layout=None):
-    """Write and kernel-check one certificate; a rejected file is removed with its own sidecars.
-    layout: writer.certificate options (inline_limit, shared)."""
-    writer.certificate(path, kind, bound, eps, h, wit, provenance=prov, **(layout or {}))
-    v = check(path)
-    if v.status != "VERIFIED":
-        _remove(path)
-    return v
-
-
-def _remove(path):
-    stem = os.path.splitext(path)[0]
-    d = os.path.dirname(path) or "."
-    for f in os.listdir(d):
-        full = os.path.join(d, f)
-        if full == path or (full.startswith(stem + ".") and f.endswith(".npy")):
-            os.remove(full)
-
-
 def certify_lower(A, eps, h, path, prov, layout=None, growth=None):
     """Best kernel-VERIFIED lower certificate among the candidates: dict or None.
-    growth: a list kept by the caller across the eps of one A (lower.grow_inverse)."""
+    A: h.attention(); growth: a list kept by the caller across the eps of one A (lower.grow_inverse)."""
     e = float(eps)
     cands = [(M, kind, {"messages": (msgs, "int"), "cells": (cells, "int")})
              for kind, M, msgs, cells in lower.decoding_candidates(A, e, growth=growth)]
@@ -123,7 +76,7 @@ def certify_lower(A, eps, h, path, prov, layout=None, growth=None):
     cands.sort(key=lambda c: -c[0])
     tried = []
     for M, kind, wit in cands:
-        v = _write_checked(path, kind, M, eps, h, wit, dict(prov, search=kind), layout)
+        v = writer.write_checked(path, kind, M, eps, h, wit, dict(prov, search=kind), **(layout or {}))
         tried.append({"kind": kind, "bound": M, "verdict": v.status})
         if v.status == "VERIFIED":
             return {"bound": M, "kind": kind, "file": path, "verdict": v.line(), "tried": tried}
@@ -138,7 +91,8 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
     if r["k"] is None:
         return None
     wit = {"U": (r["U"], "float"), "V": (r["V"], "float")}
-    v = _write_checked(path, "upper-factorization", r["k"], eps, h, wit, dict(prov, search=r["method"]), layout)
+    v = writer.write_checked(path, "upper-factorization", r["k"], eps, h, wit, dict(prov, search=r["method"]),
+                             **(layout or {}))
     if v.status != "VERIFIED":       # the judge and check agree by construction; never claim otherwise
         return None
     return {"bound": r["k"], "kind": "upper-factorization", "method": r["method"], "file": path,
@@ -146,45 +100,48 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
             "tried": r["tried"]}
 
 
-def certify_head(name, h, eps_list, out_dir, peers=(), seed=0, attempts=24):
-    """Rows of the summary for one head (one per eps); certificates under out_dir/name/."""
-    hf = dict(h, beta=beta_float(h["beta"]))
-    A = synthetic.attention(hf)
-    inst = writer.kernel_instance(h)
-    n, N, d = int(h["Q"].shape[0]), int(h["K"].shape[0]), int(h["Q"].shape[1])
+def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None):
+    """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
+    certificates held in memory; None where the search found none), with the peers' smallest k.
+    A, inst: head.attention() and head.instance() when the caller shares them between eps."""
+    from .api import Certificate, Sandwich
+    t0 = time.perf_counter()
+    A = head.attention() if A is None else A
+    inst = head.instance() if inst is None else inst
+    prov = {"producer": "certkit certify", "head": head.name, "n": head.n, "N": head.N, "d": head.d}
+    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+        lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT)
+        up = certify_upper(A, eps, head, inst, os.path.join(tmp, "upper.json"), prov,
+                           floor=lo["bound"] if lo else 1, attempts=attempts, layout=LAYOUT)
+        lower_c = Certificate.read(lo["file"], search=lo) if lo else None
+        upper_c = Certificate.read(up["file"], search=up) if up else None
+    seconds = time.perf_counter() - t0
+    found = {}
+    for p in peers:
+        from .search import peers as peer_mod
+        try:
+            res = peer_mod.smallest_rank(p, A, head, inst, float(eps), seed=seed)
+        except ValueError as e:                 # the peer does not apply to this head
+            found[p] = {"k": None, "certified_error": None, "seconds": 0.0, "note": str(e)}
+            continue
+        found[p] = {"k": res["k"], "certified_error": res["certified_error"], "seconds": round(res["seconds"], 3)}
+    return Sandwich(head, Fraction(eps), lower_c, upper_c, found, round(seconds, 3))
+
+
+def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24):
+    """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
+    A, inst = head.attention(), head.instance()
     rows = []
     for eps in eps_list:
-        t0 = time.perf_counter()
-        base = os.path.join(out_dir, name, f"eps-{_tag(eps)}")
-        os.makedirs(os.path.dirname(base), exist_ok=True)
-        prov = {"producer": "certkit certify", "head": name, "n": n, "N": N, "d": d}
-        lo = certify_lower(A, eps, h, base + ".lower.json", prov)
-        floor = lo["bound"] if lo else 1
-        up = certify_upper(A, eps, h, inst, base + ".upper.json", prov, floor=floor, attempts=attempts)
-        t_ours = time.perf_counter() - t0
-        row = {"head": name, "n": n, "N": N, "d": d, "beta": str(h["beta"]), "eps": str(eps),
-               "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
-               "upper": up["bound"] if up else None, "upper_method": up["method"] if up else None,
-               "svd_rank": up["svd_rank"] if up else None,
-               "lower_file": os.path.relpath(lo["file"], out_dir) if lo else None,
-               "upper_file": os.path.relpath(up["file"], out_dir) if up else None,
-               "seconds": round(t_ours, 3), "peers": {}}
-        for p in peers:
-            from .search import peers as peer_mod
-            try:
-                res = peer_mod.smallest_rank(p, A, h, inst, float(eps), seed=seed)
-            except ValueError as e:                 # the peer does not apply to this head
-                row["peers"][p] = {"k": None, "certified_error": None, "seconds": 0.0, "note": str(e)}
-                continue
-            row["peers"][p] = {"k": res["k"], "certified_error": res["certified_error"],
-                               "seconds": round(res["seconds"], 3)}
-        rows.append(row)
+        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst)
+        files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
+        rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
 
 
 # ---------------------------------------------------------------- summary
 
-def sandwich(row):
+def sandwich_text(row):
     lo = row["lower"] if row["lower"] is not None else 0
     up = row["upper"] if row["upper"] is not None else "?"
     return f"{lo} <= r_eps(A) <= {up}"
@@ -195,7 +152,7 @@ def summary_markdown(rows, peers):
            [f"{p} k" for p in peers] + ["seconds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["head"], r["n"], r["N"], r["d"], r["beta"], r["eps"], r["lower"], r["upper"], sandwich(r),
+        cells = [r["head"], r["n"], r["N"], r["d"], r["beta"], r["eps"], r["lower"], r["upper"], sandwich_text(r),
                  r["lower_kind"], r["upper_method"]] + \
                 [r["peers"].get(p, {}).get("k") for p in peers] + [r["seconds"]]
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
@@ -219,14 +176,14 @@ def write_summary(rows, out_dir, peers):
 
 def add_arguments(p):
     p.add_argument("heads", nargs="*", metavar="HEAD", help=".npz or .safetensors head files (arrays Q, K; "
-                   "optional beta, weights, bias; see certkit/headfile.py)")
+                   "optional beta, weights, bias; see certkit/head.py)")
     p.add_argument("--synthetic", action="append", default=[], metavar="SPEC",
                    help="a synthetic head FAMILY[:n=..,N=..,d=..,beta=..,seed=..], FAMILY one of "
                         + ", ".join(synthetic.FAMILIES) + " (repeatable)")
     p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
     p.add_argument("--eps", default=EPS_DEFAULT, help=f"comma-separated tolerances, exact (default {EPS_DEFAULT})")
     p.add_argument("--out", default="data/certify", metavar="DIR", help="output folder (default data/certify)")
-    p.add_argument("--peers", default="svd,nystrom,performer,linformer",
+    p.add_argument("--peers", default=PEERS_DEFAULT,
                    help="comma-separated peers to compare (svd, nystrom, performer, linformer) or 'none'")
     p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
@@ -235,38 +192,29 @@ def add_arguments(p):
 
 def run(args):
     """certkit certify: exit 0 if every (head, eps) got both certificates, 1 if some bound is
-    missing, 2 on bad input."""
+    missing; bad input raises a UserError (the CLI's exit 64/66)."""
     import sys
-    try:
-        eps_list = parse_eps_list(args.eps)
-        peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
-        if peers:
-            from .search.peers import PEERS
-        for p in peers:
-            if p not in PEERS:
-                raise CertifyError(f"--peers: unknown peer {p!r} (choose from {', '.join(PEERS)} or none)")
-        beta = parse_beta(args.beta) if args.beta else None
-        heads = [load_head(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
-        if not heads:
-            raise CertifyError("no heads: give HEAD files or --synthetic SPEC (see certkit certify --help)")
-    except (CertifyError, HeadFileError, ValueError) as e:
-        print(f"certkit certify: error: {e}", file=sys.stderr)
-        return 2
-    names = [n for n, _ in heads]
+    eps_list = parse_eps_list(args.eps)
+    peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
+    if peers:
+        from .search.peers import PEERS
+    for p in peers:
+        if p not in PEERS:
+            raise CertifyError(f"--peers: unknown peer {p!r} (choose from {', '.join(PEERS)} or none)")
+    beta = parse_beta(args.beta, "--beta") if args.beta else None
+    heads = [Head.from_file(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
+    if not heads:
+        raise CertifyError("no heads: give HEAD files or --synthetic SPEC (see certkit certify --help)")
+    names = [h.name for h in heads]
     if len(set(names)) != len(names):
-        print("certkit certify: error: two heads share the name "
-              f"{next(n for n in names if names.count(n) > 1)!r}", file=sys.stderr)
-        return 2
+        raise CertifyError(f"two heads share the name {next(n for n in names if names.count(n) > 1)!r}")
+    writer.ensure_folder(args.out, "--out")
     tty = sys.stderr.isatty()
     rows, t0 = [], time.perf_counter()
-    for i, (name, h) in enumerate(heads, 1):
+    for i, h in enumerate(heads, 1):
         if tty:
-            print(f"\r[{i}/{len(heads)}] {name[:60]:<60}", end="", file=sys.stderr, flush=True)
-        try:
-            new = certify_head(name, h, eps_list, args.out, peers, args.seed, args.attempts)
-        except Exception as e:                      # a bug: say where, never a traceback
-            print(f"\ncertkit certify: internal error on head {name}: {type(e).__name__}: {e}", file=sys.stderr)
-            return 4
+            print(f"\r[{i}/{len(heads)}] {h.name[:60]:<60}", end="", file=sys.stderr, flush=True)
+        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts)
         rows.extend(new)
         write_summary(rows, args.out, peers)          # nothing lost on interruption
         if tty:
@@ -274,7 +222,7 @@ def run(args):
         if not args.json:
             for r in new:
                 peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                print(f"{r['head']}  eps={r['eps']}:  {sandwich(r)}   ({r['lower_kind']}; {r['upper_method']})"
+                print(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
                       f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]")
     if args.json:
         json.dump(rows, sys.stdout, indent=1)

@@ -1,5 +1,17 @@
-"""TRUSTED kernel: stdlib + numpy + python-flint only.  One entry point: check()."""
-from .check import check, CHECKER, ROUTES
-from .verdict import Verdict, EXIT
-
-__all__ = ["check", "Verdict", "EXIT", "CHECKER", "ROUTES"]
+"""TRUSTED kernel (stdlib + numpy + python-flint).  One verdict: check(path).  Below is the whole
+public surface (nothing outside certkit/kernel/ imports a submodule); producers may use the helpers
+to choose and judge candidates, but only check() on a written file decides."""
+from .check import check, kind_and_claim, CHECKER, ROUTES
+from .common import indices
+from .expo import exp_nonpos, EXP_REL, EXP_ABS
+from .fp import (U, ETA, gamma, inflate, sum_up, arb_of, arb_up, arb_down,
+                 arb_to_fraction_lower, arb_to_fraction_upper)
+from .kinds import KINDS, Kind
+from .load import read_json, instance, make_instance, array, Instance, Claim, FORMAT, VERSION
+from .numerals import parse_numeral, exact_float
+from .rows import enclose_all
+from .rule_chain import enclosures as chain_enclosures, read_witness as chain_witness, chain, geometry as chain_geometry
+from .rule_factorization import max_row_error
+from .rule_lattice import lattice_count, theta_sum
+from .svd import singular_value_bounds
+from .verdict import Verdict, EXIT, Malformed, Unsupported, Rejected

@@ -8,25 +8,19 @@ import os
 
 import numpy as np
 
-from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule_frobenius, rule_lattice
 from .fp import check_environment, FPEnvironmentError
+from .kinds import KINDS, ROUTE_ENCLOSURES
 from .load import read_json, header, claim as read_claim, instance as read_instance
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
 CHECKER = "certkit-kernel 1.0"
-ROUTES = ("fast", "arb")
-RULES = {
-    "upper-factorization": rule_factorization.check,
-    "upper-covering": rule_covering.check,
-    "lower-decoding-margin": rule_decoding.check_margin,
-    "lower-decoding-inverse-norm": rule_decoding.check_inverse_norm,
-    "lower-frobenius-tail": rule_frobenius.check,
-    "upper-chain": rule_chain.check,
-}
-ROUTE_LEMMAS = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
-                "arb": "softmax-enclosure(arb balls)"}
-CHAIN_ENCLOSURE = "chain-rule(fp-rounding upper bounds, arb chain)"   # route-independent
-LATTICE_ENCLOSURE = "lattice-construction(arb theta bounds, exact counts)"
+ROUTES = tuple(ROUTE_ENCLOSURES)
+
+
+def kind_and_claim(doc):
+    """(kinds-table row, claim) of a parsed certificate: the version gate, the kind, the claim."""
+    kind = KINDS[header(doc, KINDS)]
+    return kind, read_claim(doc, kind)
 
 
 def check(path, route="fast"):
@@ -37,21 +31,18 @@ def check(path, route="fast"):
     try:
         check_environment()
         doc, sha = read_json(path)
-        kind = header(doc)
-        c = read_claim(doc, kind)
-        base = os.path.dirname(os.path.abspath(path))
-        if kind == "lower-lattice":      # parametric: no token is enumerated, the route is unused
-            details, beta_text = rule_lattice.check(doc["instance"], c, doc["witness"])
-            enclosure = LATTICE_ENCLOSURE
+        kind, c = kind_and_claim(doc)
+        if kind.shape == "parametric":      # no token is enumerated, the route is unused
+            details, beta_text = kind.rule(doc["instance"], c, doc["witness"])
         else:
+            base = os.path.dirname(os.path.abspath(path))
             inst = read_instance(doc, base)
             with np.errstate(all="ignore"):
-                details = RULES[kind](inst, c, doc["witness"], base, route)
+                details = kind.rule(inst, c, doc["witness"], base, route)
             beta_text = inst.beta.text
-            enclosure = CHAIN_ENCLOSURE if kind == "upper-chain" else ROUTE_LEMMAS[route]
-        details.update(kind=kind, sha256=sha, route=route)
-        tail = (f"[kind={kind}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
-                f"enclosure={enclosure}, beta={beta_text}, checker={CHECKER}]")
+        details.update(kind=kind.name, sha256=sha, route=route)
+        tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
+                f"enclosure={kind.enclosure or ROUTE_ENCLOSURES[route]}, beta={beta_text}, checker={CHECKER}]")
         return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
     except Malformed as e:
         return Verdict("MALFORMED", f"{e.path}: {e.what}", {"sha256": sha})

@@ -38,6 +38,11 @@ def sum_up(x, axis=None):
     return inflate(np.sum(x, axis=axis) * (1 + 2 * gamma(max(n, 1))), 3)
 
 
+def fro_up(A):
+    """Upper bound of the Frobenius norm of a float array."""
+    return inflate(float(np.sqrt(sum_up(A * A))), 2)
+
+
 def float_up(v):
     """The smallest binary64 >= v, for a Fraction or an exact int."""
     v = Fraction(v)

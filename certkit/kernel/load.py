@@ -2,14 +2,12 @@
 
 Everything that is not exactly as the format says is Malformed(JSON path, what); a version or
 kind this checker does not read is Unsupported.  Sidecars are pinned by sha256 and read without
-pickle (.npy with allow_pickle=False, or a safetensors tensor parsed by hand).
+pickle (.npy with allow_pickle=False); safetensors sidecars, which format 1.0 names, are UNSUPPORTED.
 """
 import hashlib
 import re
 import json
-import math
 import os
-import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -22,15 +20,6 @@ from .verdict import Malformed, Unsupported
 
 FORMAT = "certkit-certificate"
 VERSION = (1, 0)
-KINDS = {  # kind -> (relation, assumptions the rule relies on)
-    "upper-factorization": ("<=", ["factor-rank"]),
-    "upper-covering": ("<=", ["cover-rank"]),
-    "lower-decoding-margin": (">=", ["decode-margin"]),
-    "lower-decoding-inverse-norm": (">=", ["decode-inverse-norm"]),
-    "lower-frobenius-tail": (">=", ["frobenius-tail", "verified-svd"]),
-    "upper-chain": ("<=", ["chain-rule", "cited-covering-densities"]),
-    "lower-lattice": (">=", ["lattice-construction"]),
-}
 MAX_FILE = 1 << 26            # 64 MiB of JSON
 MAX_SIDECAR = 1 << 32         # 4 GiB per array
 MAX_INLINE = 1 << 20          # inline array entries
@@ -87,8 +76,8 @@ def string(x, path):
     return x
 
 
-def header(doc):
-    """The version gate: same major, minor <= ours; then the kind."""
+def header(doc, kinds):
+    """The version gate: same major, minor <= ours; then the kind's name (a key of kinds)."""
     if not isinstance(doc, dict):
         raise Malformed("$", f"expected a JSON object at top level, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:
@@ -103,8 +92,8 @@ def header(doc):
     kind = doc.get("kind")
     if not isinstance(kind, str):
         raise Malformed("$.kind", f"expected a string, got {kind!r:.60}")
-    if kind not in KINDS:
-        raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(KINDS)})")
+    if kind not in kinds:
+        raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(kinds)})")
     obj(doc, "$", ["format", "version", "kind", "claim", "instance", "witness", "assumptions"],
         ["provenance"])
     if "provenance" in doc and not isinstance(doc["provenance"], dict):
@@ -123,26 +112,27 @@ class Claim:
 
 
 def claim(doc, kind):
+    """The claim of a document of kind (a kinds-table row)."""
     c = obj(doc["claim"], "$.claim", ["quantity", "relation", "bound", "eps"])
     if c["quantity"] != "r_eps":
         raise Malformed("$.claim.quantity", f"expected \"r_eps\", got {c['quantity']!r:.60}")
-    rel = KINDS[kind][0]
+    rel = kind.relation
     if c["relation"] != rel:
-        raise Malformed("$.claim.relation", f"kind {kind} proves {rel!r}, got {c['relation']!r:.60}")
+        raise Malformed("$.claim.relation", f"kind {kind.name} proves {rel!r}, got {c['relation']!r:.60}")
     bound = parse_int(c["bound"], "$.claim.bound", lo=0)
     eps = parse_numeral(c["eps"], "$.claim.eps")
     if not 0 < eps < 1:
         raise Malformed("$.claim.eps", f"eps must lie in (0, 1), got {eps}")
     a = doc["assumptions"]
-    if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(KINDS[kind][1]):
-        raise Malformed("$.assumptions", f"kind {kind} relies on exactly {KINDS[kind][1]}, got {a!r:.120}")
+    if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(kind.lemmas):
+        raise Malformed("$.assumptions", f"kind {kind.name} relies on exactly {list(kind.lemmas)}, got {a!r:.120}")
     return Claim(rel, bound, eps)
 
 
 # ---------------------------------------------------------------- arrays
 def array(x, path, base_dir, shape, kind="float"):
     """An array given inline (nested lists of numeral strings) or as a sidecar
-    {"file", "sha256", "dtype", "shape"[, "tensor"]}.  shape entries None = free (returned).
+    {"file", "sha256", "dtype", "shape"}.  shape entries None = free (returned).
     kind "float": float64 exact, finite.  kind "int": int64."""
     if isinstance(x, list):
         a = _inline(x, path, kind)
@@ -185,6 +175,12 @@ def _sidecar(x, path, base_dir, kind):
             or any(ord(ch) < 32 for ch in name)):
         raise Malformed(f"{path}.file", f"sidecar path must be relative, below the certificate's folder, "
                                         f"without control characters: {name!r:.80}")
+    if name.endswith(".safetensors"):
+        raise Unsupported(f"{path}.file: safetensors sidecars (this checker reads .npy sidecars only)")
+    if not name.endswith(".npy"):
+        raise Malformed(f"{path}.file", f"sidecar must be .npy: {name!r}")
+    if "tensor" in x:
+        raise Malformed(f"{path}.tensor", "only safetensors sidecars name a tensor")
     sha = string(x["sha256"], f"{path}.sha256")
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise Malformed(f"{path}.sha256", f"expected 64 lowercase hex digits, got {sha!r:.80}")
@@ -204,16 +200,7 @@ def _sidecar(x, path, base_dir, kind):
     got = hashlib.sha256(raw).hexdigest()
     if got != sha:
         raise Malformed(f"{path}.sha256", f"sidecar {name!r} has sha256 {got}, certificate pins {sha}")
-    if name.endswith(".npy"):
-        if "tensor" in x:
-            raise Malformed(f"{path}.tensor", "only safetensors sidecars name a tensor")
-        a = _npy(raw, path)
-    elif name.endswith(".safetensors"):
-        if "tensor" not in x:
-            raise Malformed(f"{path}.tensor", "a safetensors sidecar must name its tensor")
-        a = _safetensors(raw, string(x["tensor"], f"{path}.tensor"), path)
-    else:
-        raise Malformed(f"{path}.file", f"sidecar must be .npy or .safetensors: {name!r}")
+    a = _npy(raw, path)
     want = np.dtype(DTYPES[dt])
     if (a.dtype.kind, a.dtype.itemsize) != (want.kind, want.itemsize):
         raise Malformed(f"{path}.dtype", f"sidecar holds {a.dtype}, certificate says {dt}")
@@ -238,32 +225,6 @@ def _npy(raw, path):
     if not isinstance(a, np.ndarray) or a.dtype.kind not in "fi":
         raise Malformed(f"{path}.file", "not a numeric .npy array")
     return a
-
-
-_ST = {"F64": "<f8", "F32": "<f4", "I64": "<i8", "I32": "<i4"}
-
-
-def _safetensors(raw, tensor, path):
-    """safetensors layout: u64 little-endian header length, JSON header, raw little-endian data."""
-    try:
-        (hlen,) = struct.unpack("<Q", raw[:8])
-        if hlen > len(raw) - 8:
-            raise ValueError("header longer than file")
-        head = json.loads(raw[8:8 + hlen].decode("utf-8"), object_pairs_hook=_no_dupes)
-        t = head[tensor]
-        lo, hi = (int(v) for v in t["data_offsets"])
-        if not 0 <= lo <= hi:
-            raise ValueError(f"bad data_offsets {t['data_offsets']}")
-        dt = np.dtype(_ST[t["dtype"]])
-        shape = [int(s) for s in t["shape"]]
-        data = raw[8 + hlen + lo: 8 + hlen + hi]
-        if hi - lo != dt.itemsize * math.prod(shape) or len(data) != hi - lo:
-            raise ValueError("data length does not match dtype and shape")
-        return np.frombuffer(data, dtype=dt).reshape(shape).copy()
-    except KeyError as e:
-        raise Malformed(f"{path}.tensor", f"safetensors file has no tensor or field {e}") from None
-    except (ValueError, TypeError, struct.error, UnicodeDecodeError, RecursionError) as e:
-        raise Malformed(f"{path}.file", f"unreadable safetensors: {e}") from None
 
 
 # ---------------------------------------------------------------- instance
@@ -343,29 +304,31 @@ class Instance:
 
 def instance(doc, base_dir):
     x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"])
-    b = beta(x["beta"], "$.instance.beta")
+    get = lambda k, shape: array(x[k], f"$.instance.{k}", base_dir, shape) if k in x else None
     Q = array(x["queries"], "$.instance.queries", base_dir, (None, None))
-    n, d = Q.shape
-    K = array(x["keys"], "$.instance.keys", base_dir, (None, d))
-    N = K.shape[0]
+    K = array(x["keys"], "$.instance.keys", base_dir, (None, Q.shape[1]))
+    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])))
+
+
+def make_instance(beta_doc, Q, K, weights=None, bias=None):
+    """The Instance of a head given in memory (float64 arrays; beta in its format-1.0 form), with
+    every check a certificate's instance gets."""
+    b = beta(beta_doc, "$.instance.beta")
+    (n, d), N = Q.shape, K.shape[0]
     if n == 0 or N == 0 or d == 0:
         raise Malformed("$.instance", f"empty instance (n={n}, N={N}, d={d})")
     if d > 512:
         raise Unsupported(f"head dimension d = {d} (this checker reads d <= 512)")
     if np.max(np.abs(Q), initial=0) > 2.0 ** 64 or np.max(np.abs(K), initial=0) > 2.0 ** 64:
         raise Malformed("$.instance", "query/key entries larger than 2^64")
-    w = None
-    if "column_weights" in x:
-        w = array(x["column_weights"], "$.instance.column_weights", base_dir, (N,))
+    w = weights
+    if w is not None:
         if np.any(w < 0):
             raise Malformed(f"$.instance.column_weights[{int(np.argmax(w < 0))}]", "negative weight")
         if not np.any(w > 0):
             raise Malformed("$.instance.column_weights", "every column is dropped (all weights 0)")
         if np.all(w == 1.0):
             w = None
-    bias = None
-    if "logit_bias" in x:
-        bias = array(x["logit_bias"], "$.instance.logit_bias", base_dir, (n, N))
-        if np.max(np.abs(bias)) > 2.0 ** 40:
-            raise Malformed("$.instance.logit_bias", "bias entries larger than 2^40")
+    if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
+        raise Malformed("$.instance.logit_bias", "bias entries larger than 2^40")
     return Instance(b, Q, K, w, bias)

@@ -150,6 +150,16 @@ def enclose(inst, rows=None, route="fast", block=BLOCK):
         yield idx, m, rho
 
 
+def max_row_bound(inst, route, row_bound):
+    """(e, i): the largest of the per-row upper bounds row_bound(idx, m, rho) over all rows, its row."""
+    worst, worst_row = -1.0, -1
+    for idx, m, rho in enclose(inst, None, route):
+        err = row_bound(idx, m, rho)
+        if np.max(err) > worst:
+            worst, worst_row = float(np.max(err)), int(idx[np.argmax(err)])
+    return worst, worst_row
+
+
 def enclose_all(inst, rows=None, route="fast"):
     parts = list(enclose(inst, rows, route))
     if not parts:

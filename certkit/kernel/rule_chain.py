@@ -20,9 +20,8 @@ import flint
 import numpy as np
 
 from .common import finite
-from .fp import U, ETA, gamma, inflate, float_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
+from .fp import U, ETA, gamma, inflate, float_up, fro_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
 from .load import array, obj
-from .svd import _fro_up
 from .verdict import Malformed, Rejected
 
 FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_query_centre",
@@ -70,7 +69,7 @@ def _complement(X, EX, P, EP, F):
     return Y, inflate(EZ + EX + 2 * U * np.abs(Y), 3)
 
 
-def _witness(w, d, base_dir):
+def read_witness(w, d, base_dir):
     w = obj(w, "$.witness", [], FIELDS)
     get = lambda f, shape: array(w[f], f"$.witness.{f}", base_dir, shape) if f in w else None
     W = get("basis", (d, None))
@@ -110,7 +109,7 @@ def geometry(inst, W, c, e, E, c1, c2):
     if F.shape[1]:
         G, EG = _prod(F.T, F)
         D = np.eye(F.shape[1]) - G
-        defect = inflate(_fro_up(D) * (1 + 2 * U) + _fro_up(EG), 3)        # >= ||I - F^T F||_F
+        defect = inflate(fro_up(D) * (1 + 2 * U) + fro_up(EG), 3)        # >= ||I - F^T F||_F
         fq = np.max(_norms_up(Pq) + _norms_up(EPq, 0))
         fk = np.max(_norms_up(Pk) + _norms_up(EPk, 0))
         ortho = float(inflate(2 * fq * defect * fk, 4))
@@ -175,7 +174,7 @@ def chain(g, eps, n):
 
 def enclosures(inst, eps, witness, base_dir):
     """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
-    g = geometry(inst, *_witness(witness, inst.Q.shape[1], base_dir))
+    g = geometry(inst, *read_witness(witness, inst.Q.shape[1], base_dir))
     out, R, how = chain(g, Fraction(eps), inst.n)
     g.update(out, R_sym=R, decided=how)
     return g

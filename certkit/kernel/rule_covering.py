@@ -11,7 +11,7 @@ import numpy as np
 from .common import indices, certainly_le, finite
 from .fp import U as u, inflate, sum_up
 from .load import obj
-from .rows import enclose, enclose_all
+from .rows import enclose_all, max_row_bound
 from .verdict import Malformed, Rejected
 
 
@@ -30,14 +30,12 @@ def check(inst, claim, witness, base_dir, route):
         raise Rejected("upper-covering/size", f"{len(R)} representatives vs claimed bound {claim.bound}")
     ridx, rm, rrho = enclose_all(inst, Rset, route)
     pos = {int(r): t for t, r in enumerate(ridx.tolist())}
-    worst, worst_row = -1.0, -1
-    for idx, m, rho in enclose(inst, None, route):
+
+    def row_bound(idx, m, rho):
         t = np.array([pos[int(s)] for s in sig[idx]])
-        D = np.abs(m - rm[t])
-        err = finite(inflate(sum_up(D, axis=1) * (1 + u) + rho + rrho[t], 4), "upper-covering/row-distance")
-        i = int(np.argmax(err))
-        if err[i] > worst:
-            worst, worst_row = float(err[i]), int(idx[i])
+        return finite(inflate(sum_up(np.abs(m - rm[t]), axis=1) * (1 + u) + rho + rrho[t], 4),
+                      "upper-covering/row-distance")
+    worst, worst_row = max_row_bound(inst, route, row_bound)
     if not certainly_le(worst, claim.eps):
         raise Rejected("upper-covering/row-distance",
                        f"certified max_i ||A_i - A_sigma(i)||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")

@@ -13,7 +13,7 @@ import numpy as np
 from .common import certainly_le, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj
-from .rows import enclose
+from .rows import max_row_bound
 from .verdict import Rejected
 
 
@@ -24,17 +24,14 @@ def max_row_error(inst, Uf, V, route="fast"):
     colabs = sum_up(np.abs(V), axis=0)                          # >= sum_j |V_jl|
     W = inflate(sum_up(np.abs(Uf) * colabs, axis=1), 2)         # >= (|U||V|^T 1)_i
     gk = gamma(max(k, 1))
-    worst, worst_row = -1.0, -1
-    for idx, m, rho in enclose(inst, None, route):
+
+    def row_bound(idx, m, rho):
         B = Uf[idx] @ Vt
         np.subtract(m, B, out=B)
         np.abs(B, out=B)
-        err = finite(inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8),
-                     "upper-factorization/row-error")
-        i = int(np.argmax(err))
-        if err[i] > worst:
-            worst, worst_row = float(err[i]), int(idx[i])
-    return worst, worst_row
+        return finite(inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8),
+                      "upper-factorization/row-error")
+    return max_row_bound(inst, route, row_bound)
 
 
 def check(inst, claim, witness, base_dir, route):

@@ -45,7 +45,7 @@ def _gauss_sum(mu, lo, hi):
     return sum(((-m * n * n) / 2).exp() for n in range(max(lo, -TERMS), min(hi, TERMS) + 1))
 
 
-def _theta(mu):
+def theta_sum(mu):
     """An Arb ball containing theta_mu = sum_{n in Z} e^{-mu n^2/2}."""
     m, t = arb_of(mu), TERMS + 1
     tail = 2 * ((-m * t * t) / 2).exp() / (1 - (-m * t).exp())
@@ -84,13 +84,13 @@ def _ball(claim, d, beta, L, K, cell, mode, name):
     M = (2 * K + 1) ** d
     if claim.bound > M:
         raise Rejected(f"{name}/size", f"(2K+1)^d = {M} messages vs claimed bound {claim.bound}")
-    own = (_gauss_sum(1, lo, hi) / _theta(1)) ** d
+    own = (_gauss_sum(1, lo, hi) / theta_sum(1)) ** d
     det = {"messages": M, "own_cell_mass_lower": arb_down(own)}
     if mode == "tokens":
         nu = (-(arb_of(beta) - d * reach * reach) / 2).exp()
         own = own / (2 - (1 - nu) * own)
         b, c = arb_of(beta), math.isqrt(int(beta / d))
-        top = (b / 2 + d * _theta(1).log()).exp() + (2 * math.isqrt(int(beta)) + 1) ** d
+        top = (b / 2 + d * theta_sum(1).log()).exp() + (2 * math.isqrt(int(beta)) + 1) ** d
         ln10 = flint.arb(10).log()
         det.update(log10_tokens_lower=arb_down(b / 2 / ln10 + d * _gauss_sum(1, -c, c).log() / ln10),
                    log10_tokens_upper=arb_up(top.log() / ln10))
@@ -141,7 +141,7 @@ def check(instance, claim, witness):
         m = int(R2)                 # |u|^2 is an integer
         if (2 * math.isqrt(m) + 1) ** max(d - 2, 0) > MAX_COUNT_WORK:
             raise Unsupported(f"sphere lattice count in dimension {d - 1} at radius^2 {m} is too large to enumerate")
-        E = _theta(mu) ** (d - 1) - 1
+        E = theta_sum(mu) ** (d - 1) - 1
         if not arb_to_fraction_upper(E) < (1 - claim.eps) / (1 + claim.eps):
             raise Rejected(f"{name}/energy", f"cross energy <= {arb_up(E):.6g} is not < (1 - eps)/(1 + eps) = "
                                              f"{float((1 - claim.eps) / (1 + claim.eps)):.6g}")

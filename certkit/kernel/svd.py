@@ -12,11 +12,7 @@ gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B
 import flint
 import numpy as np
 
-from .fp import U as u, ETA, gamma, inflate, sum_up, arb_up, arb_down
-
-
-def _fro_up(A):
-    return inflate(float(np.sqrt(sum_up(A * A))), 2)
+from .fp import U as u, ETA, gamma, inflate, fro_up, arb_up, arb_down
 
 
 def singular_value_bounds(X):
@@ -30,15 +26,15 @@ def singular_value_bounds(X):
 
     def ortho_defect(W, k):
         G = W.T @ W - I
-        fw = _fro_up(W)
-        return inflate(_fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
+        fw = fro_up(W)
+        return inflate(fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
 
     aU, aV = ortho_defect(Uf, m), ortho_defect(V, n)
     XV = X @ V
     Us = Uf * s
     R = XV - Us
-    rho = inflate(_fro_up(R) * (1 + u) + gamma(n) * _fro_up(X) * _fro_up(V)
-                  + np.sqrt(m * n) * n * ETA + u * _fro_up(Us) + np.sqrt(m * n) * ETA, 6)
+    rho = inflate(fro_up(R) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
+                  + np.sqrt(m * n) * n * ETA + u * fro_up(Us) + np.sqrt(m * n) * ETA, 6)
     if not (aU < 0.5 and aV < 0.5):
         raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2)")
     lo, hi = np.empty(n), np.empty(n)

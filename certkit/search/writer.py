@@ -8,20 +8,10 @@ from fractions import Fraction
 
 import numpy as np
 
-FORMAT, VERSION = "certkit-certificate", "1.0"
-from ..kernel.load import KINDS
+from ..kernel import KINDS, FORMAT, VERSION, check
+from ..numbers import numeral
 
-ASSUMPTIONS = {kind: lemmas for kind, (_, lemmas) in KINDS.items()}
 INLINE_LIMIT = 4096
-
-
-def numeral(x):
-    """Exact numeral string for an int, Fraction or binary64."""
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    if isinstance(x, Fraction):
-        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-    return float(x).hex()
 
 
 def npy_bytes(a):
@@ -76,45 +66,65 @@ def _nested(a, conv):
     return [_nested(x, conv) for x in a] if a.ndim > 1 else [conv(v) for v in a.tolist()]
 
 
-def beta_json(beta):
-    """beta: Fraction/int (exact), ("over_sqrt", c, D) or ("interval", lo, hi) -> format 1.0 JSON."""
-    if isinstance(beta, tuple) and beta[0] == "over_sqrt":
-        return {"over_sqrt": [numeral(beta[1]), numeral(beta[2])]}
-    if isinstance(beta, tuple) and beta[0] == "interval":
-        return {"interval": [numeral(beta[1]), numeral(beta[2])]}
-    return numeral(beta)
-
-
-def kernel_instance(h):
-    """The kernel's in-memory Instance of head h (the same exact numbers a certificate states)."""
-    from ..kernel.load import Instance, beta as read_beta
-    return Instance(read_beta(beta_json(h["beta"]), "$.instance.beta"), h["Q"], h["K"],
-                    h.get("weights"), h.get("bias"))
-
-
-def instance_json(w, Q, K, beta, weights=None, bias=None):
-    """beta: Fraction/int (exact), ("over_sqrt", c, D) or ("interval", lo, hi)."""
-    inst = {"beta": beta_json(beta), "queries": w.array("queries", Q), "keys": w.array("keys", K)}
-    if weights is not None:
-        inst["column_weights"] = w.array("column_weights", weights)
-    if bias is not None:
-        inst["logit_bias"] = w.array("logit_bias", bias)
+def instance_json(w, head):
+    """The instance object of head (a certkit.Head), arrays through the writer w."""
+    inst = {"beta": head.beta_json(), "queries": w.array("queries", head.queries), "keys": w.array("keys", head.keys)}
+    if head.weights is not None:
+        inst["column_weights"] = w.array("column_weights", head.weights)
+    if head.bias is not None:
+        inst["logit_bias"] = w.array("logit_bias", head.bias)
     return inst
 
 
 def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT,
                 shared=False):
-    """Write a certificate.  head: dict(Q=, K=, beta=, weights=, bias=).  witness_arrays:
-    {field: (array, kind)}.  inline_limit, shared: see CertificateWriter.  Returns the path."""
+    """Write a certificate of kind (a kinds-table name) claiming r_eps(A) <relation> bound for head
+    (a certkit.Head).  witness_arrays: {field: (array, "float" | "int")}.  inline_limit, shared:
+    see CertificateWriter.  Returns the path."""
     w = CertificateWriter(path, inline_limit, shared)
     doc = {
-        "format": FORMAT, "version": VERSION, "kind": kind,
-        "claim": {"quantity": "r_eps", "relation": "<=" if kind.startswith("upper") else ">=",
+        "format": FORMAT, "version": "%d.%d" % VERSION, "kind": kind,
+        "claim": {"quantity": "r_eps", "relation": KINDS[kind].relation,
                   "bound": str(int(bound)), "eps": numeral(Fraction(eps))},
-        "instance": instance_json(w, head["Q"], head["K"], head["beta"], head.get("weights"), head.get("bias")),
+        "instance": instance_json(w, head),
         "witness": {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()},
-        "assumptions": ASSUMPTIONS[kind],
+        "assumptions": list(KINDS[kind].lemmas),
     }
     if provenance:
         doc["provenance"] = provenance
     return w.write(doc)
+
+
+def ensure_folder(path, what="--out"):
+    """Create the output folder path (OutputError naming `what` if it cannot be a folder)."""
+    from ..errors import OutputError
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OutputError(f"{what} {path}: exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{what} {path}: cannot create the folder ({e.strerror})") from None
+    if not os.access(path, os.W_OK):
+        raise OutputError(f"{what} {path}: the folder is not writable")
+    return path
+
+
+def write_checked(path, kind, bound, eps, head, witness_arrays, provenance=None, **layout):
+    """Write a certificate and return the kernel's Verdict on it; a file that is not VERIFIED is
+    removed with its own sidecars (content-named sidecars another certificate may share stay).
+    layout: inline_limit, shared (see CertificateWriter)."""
+    certificate(path, kind, bound, eps, head, witness_arrays, provenance, **layout)
+    v = check(path)
+    if v.status != "VERIFIED":
+        remove(path)
+    return v
+
+
+def remove(path):
+    """Remove the certificate at path and its <stem>.<field>.npy sidecars."""
+    stem = os.path.splitext(path)[0]
+    d = os.path.dirname(path) or "."
+    for f in os.listdir(d):
+        full = os.path.join(d, f)
+        if full == path or (full.startswith(stem + ".") and f.endswith(".npy")):
+            os.remove(full)

@@ -688,7 +688,7 @@ def build_malformed(made):
     case("sidecar-truncated", "$.witness.U.file: unreadable .npy",
          with_sidecar("sidecar-truncated", side, ("witness", "U"),
                       npy(array(side["witness"]["U"], "U", side_dir, (None, None)))[:200]))
-    case("sidecar-wrong-extension", "$.witness.U.file: sidecar must be .npy or .safetensors",
+    case("sidecar-wrong-extension", "$.witness.U.file: sidecar must be .npy",
          _ext_case(out, side))
     # regressions (kernel bugs found while building this corpus)
     huge = {"format": "certkit-certificate", "version": "1.0", "kind": "upper-factorization",

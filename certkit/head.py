@@ -1,0 +1,233 @@
+"""One attention head: A = row-softmax(beta Q K^T + log w + bias).
+
+A Head holds the queries Q (n x d) and keys K (N x d) as float64, an exact temperature beta
+(a Fraction, an exact irrational c/sqrt(D), or an interval of temperatures), optional column
+weights w (N, >= 0; w_j = 0 drops key j, w_j = m counts it m times) and an optional logit bias
+(n x N), with a name and a free-form provenance.  Everything certkit certifies is about exactly
+these numbers: a certificate states them, the kernel recomputes A from them.
+
+Head files (no pickle anywhere): .npz (numpy, allow_pickle=False) or .safetensors with arrays
+Q, K (aliases queries/q, keys/k), optional beta (a scalar, taken at its exact binary value),
+weights (column_weights) and bias (logit_bias); integer and float16/32/64 arrays are widened
+exactly to float64.
+"""
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from .errors import InputError, UserError
+from .numbers import BetaInterval, OverSqrt, numeral, parse_beta
+
+ALIASES = {"Q": ("Q", "queries", "q"), "K": ("K", "keys", "k"), "beta": ("beta",),
+           "weights": ("weights", "column_weights"), "bias": ("bias", "logit_bias")}
+
+
+class HeadError(UserError):
+    """Bad head input: the message names the file or argument, the field and the problem."""
+
+
+def as_float64(x, what):
+    """x (numpy array, torch tensor on any device and of any float dtype, nested lists) as a
+    float64 numpy array, converted once; HeadError naming `what` for non-numeric input."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):             # a torch tensor (no torch import needed)
+        x = x.detach().cpu().double().numpy()
+    try:
+        a = np.asarray(x)
+    except Exception as e:
+        raise HeadError(f"{what}: cannot read as an array ({type(x).__name__}): {e}") from None
+    if a.dtype.kind not in "fiu":
+        raise HeadError(f"{what}: dtype {a.dtype} is not a real number type")
+    return np.array(a, dtype=np.float64)        # a fresh copy: the head owns its arrays
+
+
+def softmax_rows(L):
+    """Row-wise softmax of float logits (entries -inf give 0).  Float, not rigorous: for search,
+    peers, audits and reconstruction checks; the kernel never uses it."""
+    L = L - np.max(L, axis=1, keepdims=True)
+    E = np.exp(L)
+    return E / np.sum(E, axis=1, keepdims=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Head:
+    """A = row-softmax(beta Q K^T + log w + bias).  Build with Head.from_arrays / Head.from_file.
+
+    >>> import numpy as np, certkit
+    >>> h = certkit.Head.from_arrays(np.eye(3), np.eye(3), beta="2", name="eye")
+    >>> h.n, h.N, h.d, h.beta
+    (3, 3, 3, Fraction(2, 1))
+    >>> bool(np.allclose(h.attention().sum(axis=1), 1))
+    True
+    """
+    queries: np.ndarray
+    keys: np.ndarray
+    beta: object                           # Fraction | OverSqrt | BetaInterval (exact)
+    weights: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    name: str = "head"
+    provenance: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
+        if Q.ndim != 2 or K.ndim != 2 or Q.shape[1] != K.shape[1] or 0 in Q.shape or 0 in K.shape:
+            raise HeadError(f"queries {Q.shape} and keys {K.shape} must be n x d and N x d with n, N, d >= 1")
+        for what, a in (("queries", Q), ("keys", K)):
+            if not np.all(np.isfinite(a)):
+                raise HeadError(f"{what}: non-finite entry at {tuple(map(int, np.argwhere(~np.isfinite(a))[0]))}")
+        w = bias = None
+        if self.weights is not None:
+            w = as_float64(self.weights, "weights")
+            if w.shape != (K.shape[0],) or not np.all(np.isfinite(w)) or (w < 0).any() or not (w > 0).any():
+                raise HeadError(f"weights: need shape ({K.shape[0]},), finite entries >= 0, not all 0; "
+                                f"got shape {w.shape}")
+        if self.bias is not None:
+            bias = as_float64(self.bias, "bias")
+            if bias.shape != (Q.shape[0], K.shape[0]) or not np.all(np.isfinite(bias)):
+                raise HeadError(f"bias: need finite entries and shape {(Q.shape[0], K.shape[0])}, got {bias.shape}")
+        for a in (Q, K, w, bias):
+            if a is not None:
+                a.setflags(write=False)
+        for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias),
+                        ("beta", parse_beta(self.beta)), ("name", str(self.name)),
+                        ("provenance", dict(self.provenance or {}))):
+            object.__setattr__(self, name, v)
+
+    # ------------------------------------------------------------ constructors
+    @classmethod
+    def from_arrays(cls, queries, keys, beta, *, weights=None, bias=None, name="head", provenance=None):
+        """A head from arrays: numpy, torch (CPU or GPU, any float dtype) or nested lists, each
+        converted once to float64.  beta is exact: 2, "1/8", Fraction(1, 8), "1/sqrt(64)",
+        OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10)."""
+        return cls(queries, keys, beta, weights, bias, name, provenance or {})
+
+    @classmethod
+    def from_file(cls, path, beta=None, name=None):
+        """The head stored in a .npz / .safetensors file; beta (exact) overrides the file's."""
+        arrays = _load_arrays(path)
+        get = lambda key, required=False: _get(arrays, path, key, required)
+        Q, K = get("Q", True), get("K", True)
+        if beta is None:
+            b = get("beta")
+            if b is None:
+                raise HeadError(f"{path}: no 'beta' array in the file; give beta (--beta on the command line)")
+            if b.size != 1:
+                raise HeadError(f"{path}: beta: expected a scalar, got shape {b.shape}")
+            beta = Fraction(float(b.reshape(-1)[0]))       # the stored binary64, exactly
+        stem = os.path.splitext(os.path.basename(path))[0]
+        try:
+            return cls(Q, K, beta, get("weights"), get("bias"), name or stem, {"file": os.path.basename(path)})
+        except UserError as e:
+            raise HeadError(f"{path}: {e}") from None
+
+    # ------------------------------------------------------------ views
+    @property
+    def n(self):
+        return self.queries.shape[0]
+
+    @property
+    def N(self):
+        return self.keys.shape[0]
+
+    @property
+    def d(self):
+        return self.queries.shape[1]
+
+    @property
+    def beta_float(self):
+        """A float near beta (search only; certificates state the exact beta)."""
+        return float(self.beta)
+
+    def replace(self, **changes):
+        """A copy with some fields changed (e.g. head.replace(beta="1/4"))."""
+        return dataclasses.replace(self, **changes)
+
+    def logits(self, beta=None):
+        """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns)."""
+        L = (self.beta_float if beta is None else float(beta)) * (self.queries @ self.keys.T)
+        if self.weights is not None:
+            with np.errstate(divide="ignore"):
+                L = L + np.log(self.weights)
+        if self.bias is not None:
+            L = L + self.bias
+        return L
+
+    def attention(self, beta=None):
+        """The float64 attention matrix A (n x N): the one float softmax certkit's searches,
+        peers and audits use.  Not rigorous; the kernel recomputes A with proven enclosures."""
+        return softmax_rows(self.logits(beta))
+
+    def beta_json(self):
+        """beta in certificate format 1.0: an exact numeral, {"over_sqrt": [c, D]} or {"interval": [lo, hi]}."""
+        b = self.beta
+        if isinstance(b, OverSqrt):
+            return {"over_sqrt": [numeral(b.c), numeral(b.D)]}
+        if isinstance(b, BetaInterval):
+            return {"interval": [numeral(b.lo), numeral(b.hi)]}
+        return numeral(b)
+
+    def instance(self):
+        """The kernel's instance of this head (the exact numbers a certificate states), built in
+        memory with the same checks as a certificate's instance."""
+        from .kernel import make_instance
+        return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias)
+
+    def save(self, path):
+        """Write the head file (.npz or .safetensors; beta stored only if it is a binary64)."""
+        arrays = {"Q": self.queries, "K": self.keys}
+        if isinstance(self.beta, Fraction) and Fraction(float(self.beta)) == self.beta:
+            arrays["beta"] = np.array(float(self.beta))
+        for k in ("weights", "bias"):
+            if getattr(self, k) is not None:
+                arrays[k] = getattr(self, k)
+        if path.endswith(".npz"):
+            np.savez(path, **arrays)
+        elif path.endswith(".safetensors"):
+            from safetensors.numpy import save_file
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, path)
+        else:
+            raise HeadError(f"{path}: a head file must be .npz or .safetensors")
+        return path
+
+    def __repr__(self):
+        return (f"Head({self.name!r}, n={self.n}, N={self.N}, d={self.d}, beta={self.beta}"
+                + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "") + ")")
+
+
+def _load_arrays(path):
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: not a regular file")
+    if path.endswith(".npz"):
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except ValueError as e:
+            raise HeadError(f"{path}: unreadable .npz (object arrays need pickle, refused): {e}") from None
+        except Exception as e:  # zipfile.BadZipFile, OSError, ...
+            raise HeadError(f"{path}: unreadable .npz: {e}") from None
+    if path.endswith(".safetensors"):
+        try:
+            from safetensors.numpy import load_file
+            return load_file(path)
+        except Exception as e:
+            raise HeadError(f"{path}: unreadable .safetensors: {e}") from None
+    raise HeadError(f"{path}: a head file must be .npz or .safetensors")
+
+
+def _get(arrays, path, key, required=False):
+    for a in ALIASES[key]:
+        if a in arrays:
+            x = np.asarray(arrays[a])
+            if x.dtype.kind not in "fiu":
+                raise HeadError(f"{path}: {a}: dtype {x.dtype} is not numeric")
+            x = x.astype(np.float64)
+            if not np.all(np.isfinite(x)):
+                raise HeadError(f"{path}: {a}: non-finite entries")
+            return x
+    if required:
+        raise HeadError(f"{path}: missing array {key!r} (keys present: {', '.join(sorted(arrays)) or 'none'})")
+    return None

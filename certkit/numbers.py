@@ -1,0 +1,137 @@
+"""Exact numbers from user input: one parser for eps, beta and every other number.
+
+* int, fractions.Fraction, decimal.Decimal and strings ("1/4", "0.1", "2.5e-3") are exact;
+* a Python (or numpy) float is read by its shortest decimal form: 0.1 means 1/10, not the binary
+  number 3602879701896397/36028797018963968 nearest to it (``exact(0.1) == Fraction(1, 10)``);
+* beta may also be an exact irrational c/sqrt(D) ("1/sqrt(64)", OverSqrt(1, 64)) or an interval
+  of temperatures (BetaInterval(lo, hi): a certificate then holds for every beta in it).
+"""
+import math
+import numbers as _numbers
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+from .errors import UserError
+
+
+def exact(x, what="number"):
+    """The exact rational value of x (see the module docstring); UserError naming `what` otherwise.
+
+    >>> exact("1/8"), exact(0.1), exact("2.5e-3")
+    (Fraction(1, 8), Fraction(1, 10), Fraction(1, 400))
+    """
+    if isinstance(x, bool):
+        raise UserError(f"{what}: expected a number, got {x!r}")
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, _numbers.Integral):
+        return Fraction(int(x))
+    if isinstance(x, Decimal):
+        if not x.is_finite():
+            raise UserError(f"{what}: {x} is not finite")
+        return Fraction(x)
+    if isinstance(x, _numbers.Real):            # float, numpy floating: shortest decimal form
+        f = float(x)
+        if not math.isfinite(f):
+            raise UserError(f"{what}: {f} is not finite")
+        return Fraction(repr(f))
+    if isinstance(x, str):
+        try:
+            return Fraction(x.strip())
+        except (ValueError, ZeroDivisionError):
+            raise UserError(f"{what}: {x!r} is not a number (use an integer, a decimal or p/q)") from None
+    raise UserError(f"{what}: expected a number, got {type(x).__name__}")
+
+
+def parse_eps(x, what="eps"):
+    """eps in (0, 1), exact.  (For eps >= 1, B = 0 already gives r_eps(A) = 0.)
+
+    >>> parse_eps(0.25), parse_eps("1/10")
+    (Fraction(1, 4), Fraction(1, 10))
+    """
+    e = exact(x, what)
+    if not 0 < e < 1:
+        raise UserError(f"{what}: {e} is outside (0, 1) (for eps >= 1, B = 0 already gives r_eps = 0)")
+    return e
+
+
+def parse_eps_list(x, what="--eps"):
+    """A list of eps from "0.1,1/4", one number, or an iterable of numbers."""
+    parts = [p for p in x.split(",") if p.strip()] if isinstance(x, str) else \
+        list(x) if isinstance(x, (list, tuple)) else [x]
+    if not parts:
+        raise UserError(f"{what}: empty list")
+    return [parse_eps(p, what) for p in parts]
+
+
+@dataclass(frozen=True)
+class OverSqrt:
+    """The exact temperature beta = c / sqrt(D) (e.g. the usual 1/sqrt(d_head))."""
+    c: Fraction
+    D: Fraction
+
+    def __float__(self):
+        return float(self.c) / math.sqrt(float(self.D))
+
+    def __str__(self):
+        return f"{self.c}/sqrt({self.D})"
+
+
+@dataclass(frozen=True)
+class BetaInterval:
+    """Every beta in [lo, hi]: a certificate for this set holds for each of its temperatures."""
+    lo: Fraction
+    hi: Fraction
+
+    def __float__(self):
+        return float((self.lo + self.hi) / 2)
+
+    def __str__(self):
+        return f"[{self.lo}, {self.hi}]"
+
+
+_SQRT = re.compile(r"(.+?)\s*/\s*(?:sqrt\((.+)\)|√\s*(.+))")
+
+
+def parse_beta(x, what="beta"):
+    """An exact beta >= 0: a Fraction, an OverSqrt or a BetaInterval.
+
+    >>> parse_beta("1/8"), str(parse_beta("1/sqrt(64)")), parse_beta(0.125)
+    (Fraction(1, 8), '1/sqrt(64)', Fraction(1, 8))
+    """
+    if isinstance(x, OverSqrt):
+        b = OverSqrt(exact(x.c, what), exact(x.D, what))
+    elif isinstance(x, BetaInterval):
+        b = BetaInterval(exact(x.lo, what), exact(x.hi, what))
+        if b.lo > b.hi:
+            raise UserError(f"{what}: interval [{b.lo}, {b.hi}] is empty")
+    elif isinstance(x, str) and _SQRT.fullmatch(x.strip()):
+        m = _SQRT.fullmatch(x.strip())
+        b = OverSqrt(exact(m.group(1), what), exact(m.group(2) or m.group(3), what))
+    else:
+        try:
+            b = exact(x, what)
+        except UserError:
+            raise UserError(f"{what}: {x!r} is not a temperature (use e.g. 2, 1/8, 0.125 or 1/sqrt(64))") from None
+    if isinstance(b, OverSqrt) and b.D <= 0:
+        raise UserError(f"{what}: {b}: D must be positive")
+    low = b.lo if isinstance(b, BetaInterval) else b.c if isinstance(b, OverSqrt) else b
+    if low < 0:
+        raise UserError(f"{what}: {b} is negative (beta must be >= 0)")
+    return b
+
+
+def numeral(x):
+    """The exact certificate numeral of an int, a Fraction or a binary64 (hex float, exact)."""
+    if isinstance(x, _numbers.Integral):
+        return str(int(x))
+    if isinstance(x, Fraction):
+        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    return float(x).hex()
+
+
+def tag(x):
+    """A file-name-safe form of an exact number: 1/4 -> 1_4."""
+    return str(x).replace("/", "_")
