@@ -15,10 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from fractions import Fraction
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit import calibrate  # noqa: E402
+from certkit.calibrate import EPS, LENGTHS, MULTIPLIERS  # noqa: E402
+from certkit.calibrate.grid import head_task  # noqa: E402
 from certkit.models import extract as ex  # noqa: E402
 
 GOAL = 15 * 60
@@ -34,20 +34,18 @@ def main():
     heads = [(i % info["layers"], (5 * i + 3) % info["heads"]) for i in range(args.sample)]
     tmp = tempfile.mkdtemp(prefix="bench-cal-")
     per_L, groups = {}, 0
-    for L in calibrate.LENGTHS:
+    for L in LENGTHS:
         c = ex.capture(model, info, ex.token_window(tok, info["kind"], L))
         for l, h in heads:
-            done = calibrate.head_task({"model": "minilm", "L": L, "layer": l, "head": h,
-                                        "multipliers": [str(m) for m in calibrate.MULTIPLIERS],
-                                        "eps": [str(e) for e in calibrate.EPS], "Q": c["Q"][l, h], "K": c["K"][l, h],
-                                        "bias": None, "d_head": info["d_head"], "cert_dir": tmp, "out": tmp})
+            done = head_task({"head": ex.head(c, l, h), "multipliers": [str(m) for m in MULTIPLIERS],
+                              "eps": [str(e) for e in EPS], "cert_dir": tmp, "out": tmp})
             for g in done:
-                per_L.setdefault(L, []).append(g["seconds"] / len(calibrate.EPS))
+                per_L.setdefault(L, []).append(g["seconds"] / len(EPS))
                 groups += 1
     total_core = 0.0
     n_heads = info["layers"] * info["heads"]
     for L, ts in per_L.items():
-        proj = statistics.mean(ts) * len(calibrate.EPS) * len(calibrate.MULTIPLIERS) * n_heads
+        proj = statistics.mean(ts) * len(EPS) * len(MULTIPLIERS) * n_heads
         total_core += proj
         print(f"L = {L:>3}: median {statistics.median(ts):6.2f} s, max {max(ts):6.2f} s per configuration "
               f"({len(ts)} configurations); full-grid share {proj / 60:6.1f} core-minutes")

@@ -17,8 +17,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit import certify  # noqa: E402
+from certkit.certify import certify_head  # noqa: E402
+from certkit.head import Head  # noqa: E402
 from certkit.kernel import check  # noqa: E402
+from certkit.numbers import parse_eps_list  # noqa: E402
 
 PEERS = ("svd", "nystrom", "performer", "linformer")
 
@@ -30,16 +32,16 @@ def main():
     ap.add_argument("--heads", nargs="*", default=sorted(glob.glob(os.path.join(here, "*"))))
     ap.add_argument("--out", default=None, help="keep the certificates here (default: a temporary folder)")
     args = ap.parse_args()
-    eps_list = certify.parse_eps_list(args.eps)
+    eps_list = parse_eps_list(args.eps, "--eps")
     out = args.out or tempfile.mkdtemp(prefix="bench-certify-")
     rows, per_head = [], {}
     cols = ["head", "eps", "lower", "ours", *PEERS, "ours/svd", "up/low", "seconds"]
     print(" ".join(f"{c:>10}" if i else f"{c:<26}" for i, c in enumerate(cols)))
     for path in args.heads:
-        name, h = certify.load_head(path)
+        h = Head.from_file(path)
         t0 = time.perf_counter()
-        new = certify.certify_head(name, h, eps_list, out, peers=PEERS)
-        per_head[name] = (int(h["Q"].shape[0]), sum(r["seconds"] for r in new), time.perf_counter() - t0)
+        new = certify_head(h, eps_list, out, peers=PEERS)
+        per_head[h.name] = (h.n, sum(r["seconds"] for r in new), time.perf_counter() - t0)
         for r in new:
             for key in ("lower_file", "upper_file"):
                 v = check(os.path.join(out, r[key]))
@@ -69,8 +71,8 @@ def main():
         ks = [r["peers"][p]["k"] for r in rows]
         miss = sum(k is None for k in ks)
         rat = [r["upper"] / k for r, k in zip(rows, ks) if k]
-        print(f"ours / {p:<10}     median {statistics.median(rat):.3f} over {len(rat)} pairs"
-              + (f"; {p} never certified on {miss}" if miss else ""))
+        med = f"median {statistics.median(rat):.3f}" if rat else "median -"
+        print(f"ours / {p:<10}     {med} over {len(rat)} pairs" + (f"; {p} never certified on {miss}" if miss else ""))
     if t128:
         print(f"time at n = 128:       median {statistics.median(t128):.2f} s per (head, eps), max {max(t128):.2f} s; "
               f"median {statistics.median(h128):.2f} s per head over {len(eps_list)} eps (ours, without peers; "

@@ -20,8 +20,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.kernel.load import Instance, beta as read_beta  # noqa: E402
-from certkit.kernel.rule_factorization import max_row_error  # noqa: E402
+from certkit.kernel import make_instance, max_row_error  # noqa: E402
 
 
 def plain_float64(Q, K, beta, U, V):
@@ -60,7 +59,7 @@ def main():
         U = rng.standard_normal((n, k)) / (n * 8)
         V = rng.standard_normal((n, k))
         beta = 1 / 8                        # 1/sqrt(64), exact in binary64
-        inst = Instance(read_beta("1/8", "$"), Q, K, None, None)
+        inst = make_instance("1/8", Q, K)
         tf, ef = median_time(lambda: plain_float64(Q, K, beta, U, V), args.repeats)
         tc, (ec, _) = median_time(lambda: max_row_error(inst, U, V, "fast"), args.repeats)
         line = f"{n:>6} {tf:>10.4f} {tc:>9.4f} {tc / tf:>10.2f}"

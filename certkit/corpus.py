@@ -16,13 +16,20 @@ import numpy as np
 
 from . import synthetic
 from .kernel import check
-from .headfile import beta_float
+from .numbers import BetaInterval, OverSqrt
 from .search import basic, writer
 
 
+def search_beta(h):
+    """The float temperature the corpus searches the attention at: beta's lower end for an interval
+    (where the published corpus was searched; the kernel then checks every beta in it), else
+    h.beta_float."""
+    return float(h.beta.lo) if isinstance(h.beta, BetaInterval) else h.beta_float
+
+
 def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
-    """Search (untrusted, on float attention) and write a certificate of `kind` for head h."""
-    A = synthetic.attention(dict(h, beta=beta_float(h["beta"])))
+    """Search (untrusted, on float attention) and write a certificate of `kind` for the Head h."""
+    A = h.attention(search_beta(h))
     e = float(eps)
     if kind == "upper-factorization":
         k, U, V = basic.svd_factor(A, e)
@@ -37,16 +44,14 @@ def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
         wit, bound = {}, basic.frobenius_bound(A, e)
     elif kind == "upper-chain":
         from .search.chain import best_chain
-        inst = writer.kernel_instance(h)
-        found = best_chain(inst, h["Q"], h["K"], beta_float(h["beta"]), eps, h.get("weights"))
+        found = best_chain(h, eps)
         if found is None:
             raise ValueError(f"{path}: no r with tau < eps")
         bound, _, arrays, _ = found
         wit = {k: (v, "float") for k, v in arrays.items()}
     else:
         raise ValueError(kind)
-    prov = {"producer": "certkit.corpus", "family": h["family"], "n": int(h["Q"].shape[0]),
-            "N": int(h["K"].shape[0]), "d": int(h["Q"].shape[1])}
+    prov = {"producer": "certkit.corpus", "family": h.provenance["family"], "n": h.n, "N": h.N, "d": h.d}
     if bound == 0:
         raise ValueError(f"{path}: the search found no {kind} certificate")
     return writer.certificate(path, kind, bound, eps, h, wit, provenance=prov, inline_limit=inline_limit)
@@ -56,10 +61,10 @@ def produce(path, kind, h, eps, inline_limit=writer.INLINE_LIMIT):
 PUBLISHED = [
     ("gauss-n32-factor", "gaussian", 32, 8, Fraction(2), Fraction(1, 4), "upper-factorization", {}),
     ("gauss-n64-factor", "gaussian", 64, 16, Fraction(4), Fraction(3, 20), "upper-factorization", {}),
-    ("gauss-n256-d64-factor", "gaussian", 256, 64, ("over_sqrt", 32, 64), Fraction(7, 20), "upper-factorization", {}),
+    ("gauss-n256-d64-factor", "gaussian", 256, 64, OverSqrt(32, 64), Fraction(7, 20), "upper-factorization", {}),
     ("clustered-n48-cover", "clustered", 48, 8, Fraction(3), Fraction(7, 20), "upper-covering", {}),
     ("clustered-n64-weights-factor", "clustered", 64, 8, Fraction(2), Fraction(1, 4), "upper-factorization", {"weights": True}),
-    ("gauss-n48-bias-factor", "gaussian", 48, 8, ("interval", Fraction(1999999, 1000000), Fraction(2000001, 1000000)), Fraction(1, 4), "upper-factorization", {"bias": True}),
+    ("gauss-n48-bias-factor", "gaussian", 48, 8, BetaInterval(Fraction(1999999, 1000000), Fraction(2000001, 1000000)), Fraction(1, 4), "upper-factorization", {"bias": True}),
     ("perm-n40-margin", "near-permutation", 40, 8, Fraction(30), Fraction(1, 4), "lower-decoding-margin", {}),
     ("perm-n128-margin", "near-permutation", 128, 16, Fraction(40), Fraction(7, 20), "lower-decoding-margin", {}),
     ("perm-n40-inverse", "near-permutation", 40, 8, Fraction(12), Fraction(1, 4), "lower-decoding-inverse-norm", {}),
@@ -89,17 +94,18 @@ def produce_lattice(path, construction, p, eps):
     return lattice.interaction_certificate(path, p["r"], p["rho2"], p["L"], p["K"], eps, provenance=prov)
 
 
-def head_for(family, n, d, beta, extras, seed=0):
-    h = synthetic.head(family, n, d, seed=seed)
-    h["beta"] = beta
+def head_for(family, n, d, beta, extras, seed=0, name=None):
+    """The synthetic Head of a corpus entry: beta exact; extras {"weights": True} adds integer column
+    weights with about 20 % dropped columns, {"bias": True} a dyadic logit bias (seeded by seed + 1)."""
     rng = np.random.default_rng(seed + 1)
+    h = synthetic.head(family, n, d, beta=beta, seed=seed, name=name)
+    w = bias = None
     if extras.get("weights"):
-        w = rng.integers(1, 4, h["K"].shape[0]).astype(float)
+        w = rng.integers(1, 4, h.N).astype(float)
         w[rng.random(len(w)) < 0.2] = 0.0                  # padding: dropped columns
-        h["weights"] = w
     if extras.get("bias"):
-        h["bias"] = np.round(rng.standard_normal((n, h["K"].shape[0])) * 2 ** 20) / 2 ** 30
-    return h
+        bias = np.round(rng.standard_normal((n, h.N)) * 2 ** 20) / 2 ** 30
+    return h.replace(weights=w, bias=bias)
 
 
 def write_manifest(outdir):
@@ -113,7 +119,8 @@ def build(outdir, entries=PUBLISHED):
     os.makedirs(outdir, exist_ok=True)
     written = []
     for name, fam, n, d, beta, eps, kind, extras in entries:
-        written.append(produce(os.path.join(outdir, name + ".json"), kind, head_for(fam, n, d, beta, extras), eps))
+        written.append(produce(os.path.join(outdir, name + ".json"), kind, head_for(fam, n, d, beta, extras, name=name),
+                               eps))
     if entries is PUBLISHED:
         for name, con, p, eps in PUBLISHED_LATTICE:
             written.append(produce_lattice(os.path.join(outdir, name + ".json"), con, p, eps))
@@ -144,8 +151,8 @@ def write_heads(outdir):
     os.makedirs(outdir, exist_ok=True)
     out = []
     for name, fam, n, d, beta in HEADS:
-        h = synthetic.head(fam, n, d, seed=0)
-        arrays = {"Q": h["Q"], "K": h["K"], "beta": np.array([float(beta)])}
+        h = synthetic.head(fam, n, d, beta=beta, seed=0)
+        arrays = {"Q": h.queries, "K": h.keys, "beta": np.array([float(beta)])}
         assert Fraction(float(beta)) == beta
         path = os.path.join(outdir, name)
         if name.endswith(".npz"):

@@ -37,17 +37,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Callable, Iterator
 
 import numpy as np
 import scipy.optimize
 
-from .kernel.fp import U as _u, ETA, gamma, inflate, sum_up
-from .kernel.svd import singular_value_bounds
+from .head import softmax_rows
+from .numbers import parse_beta
+from .kernel import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
 
 __all__ = [
-    "visible_dimension", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
+    "frame", "visible_dimension", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
     "residual_profile", "ResidualRow",
     "ResidualProfile", "r_svd_int", "r_opt", "gibbs_form",
 ]
@@ -74,7 +74,8 @@ def _sigma1(A):
 
 
 def _as_float(beta):
-    return float(Fraction(beta)) if isinstance(beta, (Fraction, int)) else float(beta)
+    """A float near beta (any exact form of certkit.numbers.parse_beta, or a float)."""
+    return float(parse_beta(beta))
 
 
 def _log_weights(weights, N):
@@ -87,12 +88,6 @@ def _log_weights(weights, N):
         return np.log(w)
 
 
-def _softmax_rows(L):
-    L = L - L.max(axis=1, keepdims=True)
-    E = np.exp(L)
-    return E / E.sum(axis=1, keepdims=True)
-
-
 def _two_tanh_quarter(s):
     """2 tanh(s/4) for s >= 0 (SPEC §2.2)."""
     return 2.0 * math.tanh(s / 4.0)
@@ -100,8 +95,13 @@ def _two_tanh_quarter(s):
 
 # ----------------------------------------------------------------------------- §4.4 frame
 
-def _frame(Q, K, tol=None, tau_rel=None):
-    """Numerical U, S, its SVD and a full orthonormal frame [W-ordered U basis | U^perp].
+def frame(Q, K, tol=None, tau_rel=None):
+    """Numerical U, S, its SVD and a full orthonormal frame [W-ordered U basis | U^perp] (SPEC §4.4).
+
+    A dict: Q, K (float64), n, N, d; m = dim U, B_U (d x m), B_perp (d x (d - m)), sq (singular
+    values of Q_c), tol_U, tol_U_spec; e0 (mean key), S = (K - 1 e0^T) B_U, sigma (its singular
+    values), V_S (its right singular vectors), tol, r_num = #{k : sigma_k > tol}; Omega = [B_U V_S |
+    B_perp], d x d orthonormal, whose first r columns span W_r.
 
     tol_U = max(10 max(n, d) u sigma_1(Q_c), F_U) and, by default, tol = max(10 max(N, m) u
     sigma_1(S), F_S), where F_U, F_S are first-order bounds on ||fl(Q_c) - Q_c||_F and
@@ -200,13 +200,13 @@ def visible_dimension(Q, K, tol=None, tau_rel=None):
     * ``sigma``: singular values of S (descending), ``S``, ``V``: d x r_num basis of
       V = W_{r_num} (top right singular directions of Z);
     * ``r_exact_lower``: a **certified** lower bound on r_exact: #{k : lo_k > E}, lo_k from
-      certkit.kernel.svd.singular_value_bounds on a float matrix S^ whose exact counterpart
+      certkit.kernel.singular_value_bounds on a float matrix S^ whose exact counterpart
       has rank <= r_exact, E a rigorous bound on the formation error (see
       _certified_rank_lower); ``E`` and ``sigma_lower`` (the lo_k) are returned too.
 
     No upper bound on r_exact is claimed (SPEC §4.4: only exact arithmetic can certify one).
     """
-    f = _frame(Q, K, tol, tau_rel)
+    f = frame(Q, K, tol, tau_rel)
     r_low, E, lo = _certified_rank_lower(f["Q"], f["K"], f["B_U"])
     V = f["Omega"][:, :f["r_num"]]
     return dict(r_num=f["r_num"], tol=f["tol"], tol_U=f["tol_U"], dim_U=f["m"], B_U=f["B_U"],
@@ -367,13 +367,13 @@ def _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, beta, logw):
         osc_max = max(osc_max, float(np.max(H.max(axis=1) - H.min(axis=1))))
         Lt = log_pi + beta * (Qw[sl] @ Kw.T)
         L = logw + beta * (Qt[sl] @ Kt.T)                # exact logits, rotated frame
-        err_max = max(err_max, float(np.max(np.abs(_softmax_rows(L) - _softmax_rows(Lt)).sum(axis=1))))
+        err_max = max(err_max, float(np.max(np.abs(softmax_rows(L) - softmax_rows(Lt)).sum(axis=1))))
     return osc_max, err_max
 
 
 @dataclass
 class ProfileGeometry:
-    """The beta-independent part of the profile of (Q, K, weights): the frame (as _frame), the
+    """The beta-independent part of the profile of (Q, K, weights): the frame (as frame()), the
     rotated Qt = Q Omega, Kt = K_kept Omega, and for r = 0..r_max the Chebyshev centres and radii
     of Qt[:, :r] (cQ, rho_Q), Kt[:, :r] (cK, rho_K), Qt[:, r:m] (c1, d1), the diameter w1 of
     Kt[:, r:m] and kappa_r; c2, d2 (queries) and w2 (keys) of the U^perp block Qt[:, m:]."""
@@ -398,7 +398,7 @@ def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None):
     if not keep.any():
         raise ValueError("all column weights are zero")
     K, logw = K[keep], logw[keep]
-    f = _frame(Q, K, tol, tau_rel)
+    f = frame(Q, K, tol, tau_rel)
     m, d = f["m"], f["d"]
     Om = f["Omega"]
     Qt, Kt = Q @ Om, K @ Om
@@ -498,7 +498,7 @@ def gibbs_form(Q, K, beta, weights=None, basis=None):
     logw = _log_weights(weights, K.shape[0])
     if basis is None:
         keep = np.isfinite(logw)
-        f = _frame(Q, K[keep])
+        f = frame(Q, K[keep])
         basis = f["Omega"][:, :f["r_num"]]
     Bv = np.asarray(basis, dtype=np.float64).reshape(Q.shape[1], -1)
     Qv, Kv = Q @ Bv, K @ Bv

@@ -1,6 +1,6 @@
 """Exact numbers from user input: one parser for eps, beta and every other number.
 
-* int, fractions.Fraction, decimal.Decimal and strings ("1/4", "0.1", "2.5e-3") are exact;
+* int, fractions.Fraction, decimal.Decimal and strings ("1/4", "0.1", "2.5e-3", "0x1p-2") are exact;
 * a Python (or numpy) float is read by its shortest decimal form: 0.1 means 1/10, not the binary
   number 3602879701896397/36028797018963968 nearest to it (``exact(0.1) == Fraction(1, 10)``);
 * beta may also be an exact irrational c/sqrt(D) ("1/sqrt(64)", OverSqrt(1, 64)) or an interval
@@ -39,8 +39,12 @@ def exact(x, what="number"):
         return Fraction(repr(f))
     if isinstance(x, str):
         try:
+            if "0x" in x.lower():                # a C99 hex float, e.g. 0x1p-2 (exact binary64)
+                f = float.fromhex(x.strip())
+                if math.isfinite(f):
+                    return Fraction(f)
             return Fraction(x.strip())
-        except (ValueError, ZeroDivisionError):
+        except (ValueError, ZeroDivisionError, OverflowError):
             raise UserError(f"{what}: {x!r} is not a number (use an integer, a decimal or p/q)") from None
     raise UserError(f"{what}: expected a number, got {type(x).__name__}")
 
@@ -73,7 +77,7 @@ class OverSqrt:
     D: Fraction
 
     def __float__(self):
-        return float(self.c) / math.sqrt(float(self.D))
+        return float(self.c) / float(self.D) ** 0.5
 
     def __str__(self):
         return f"{self.c}/sqrt({self.D})"

@@ -22,7 +22,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .errors import UserError
 from .kernel import check
+from .numbers import parse_eps
 from .search import lattice as lat
 
 EPS_DEFAULT = Fraction(35, 100)
@@ -34,8 +36,8 @@ FAMILIES = {   # dims, x range (beta; interaction: rho), theory exponent, chain-
 HEADLINE = {"d": 4, "beta": 640 ** 2, "L": 9, "K": 32}     # 65^4 messages, ~10^88946 tokens
 
 
-class ScaleError(ValueError):
-    pass
+class ScaleError(UserError):
+    """Bad input to certkit scale (the message names the argument); the CLI exits 64."""
 
 
 def exponent(family, dim):
@@ -168,7 +170,7 @@ CROSSCHECK = [   # small instances: parametric vs explicit matrix through the ge
 
 def crosscheck_pair(con, p, eps, stem):
     """Write the certificates of one cross-check instance: (parametric path or None, explicit path,
-    explicit head, extra parameter text, numerical visible dimension or None).  The explicit head is
+    explicit Head, extra parameter text, numerical visible dimension or None).  The explicit head is
     the instance materialised (exact dyadic entries; sphere points float-rounded) with all rows as
     messages and its cells, for lower-decoding-margin."""
     from .search.writer import certificate
@@ -208,7 +210,7 @@ def crosscheck(eps, out_dir):
         vx = check(xp)
         M = vx.details.get("messages")
         row = {"construction": con, "params": " ".join(f"{k}={v}" for k, v in p.items()) + extra,
-               "columns": int(h["K"].shape[0]), "explicit_M": h["Q"].shape[0], "explicit_verdict": vx.status,
+               "columns": h.N, "explicit_M": h.n, "explicit_verdict": vx.status,
                "explicit_margin": vx.details.get("certified_min_margin"), "visible_dimension": vis}
         if pp is not None:
             vp = check(pp)
@@ -327,19 +329,16 @@ def add_arguments(p):
     p.add_argument("--no-crosscheck", action="store_true", help="skip the explicit-matrix cross-check")
 
 
-def _parse(args):
-    from .kernel.numerals import parse_numeral
-    from .kernel.verdict import Malformed
+def parse_options(args):
+    """(families, eps) from the command line; ScaleError (a UserError) naming the argument."""
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
     bad = [f for f in fams if f not in FAMILIES]
     if bad or not fams:
         raise ScaleError(f"--families: unknown family {bad[0] if bad else '(none)'!r} (choose from {', '.join(FAMILIES)})")
     try:
-        eps = parse_numeral(args.eps.strip(), "--eps")
-    except Malformed as e:
-        raise ScaleError(f"--eps: {e.what}") from None
-    if not 0 < eps < 1:
-        raise ScaleError(f"--eps must lie in (0, 1), got {args.eps}")
+        eps = parse_eps(args.eps, "--eps")
+    except UserError as e:
+        raise ScaleError(str(e)) from None
     if args.points < 3:
         raise ScaleError(f"--points must be >= 3 to fit a slope with an interval, got {args.points}")
     if not 0 < args.tolerance < 1:
@@ -348,14 +347,12 @@ def _parse(args):
 
 
 def run(args):
-    """Exit 0: every point VERIFIED and every slope within tolerance; 1 otherwise; 2 bad input."""
-    try:
-        fams, eps = _parse(args)
-    except ScaleError as e:
-        print(f"certkit scale: error: {e}", file=sys.stderr)
-        return 2
+    """Exit 0: every point VERIFIED and every slope within tolerance; 1 otherwise.  Bad input raises
+    ScaleError (a UserError: the CLI's exit 64); an --out that cannot be a folder, OutputError (73)."""
+    from .search.writer import ensure_folder
+    fams, eps = parse_options(args)
     from tqdm import tqdm
-    out = args.out
+    out = ensure_folder(args.out, "--out")
     cert_dir = os.path.join(out, "certificates")
     os.makedirs(cert_dir, exist_ok=True)
     t0 = time.perf_counter()

@@ -7,6 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from .errors import UserError
+from .head import Head
+
 FAMILIES = ("gaussian", "clustered", "near-permutation", "key-only")
 
 
@@ -14,8 +17,9 @@ def _round(a):
     return np.round(np.asarray(a, dtype=np.float64) * 2.0 ** 30) / 2.0 ** 30
 
 
-def head(family, n, d, beta=Fraction(1), N=None, seed=0):
-    """dict(Q, K, beta, family) for one synthetic head; beta exact (Fraction)."""
+def head(family, n, d, beta=Fraction(1), N=None, seed=0, name=None):
+    """The synthetic Head of a family (gaussian, clustered, near-permutation, key-only); beta exact
+    (certkit.numbers.parse_beta), provenance {"family", "seed"}; name defaults to <family>-n<n>-d<d>."""
     rng = np.random.default_rng(seed)
     N = n if N is None else N
     if family == "gaussian":
@@ -36,18 +40,6 @@ def head(family, n, d, beta=Fraction(1), N=None, seed=0):
         Q = np.tile(q, (n, 1))
         K = rng.standard_normal((N, d))
     else:
-        raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
-    return {"Q": _round(Q), "K": _round(K), "beta": Fraction(beta), "family": family}
-
-
-def attention(h):
-    """Float64 attention matrix (not rigorous; for search only)."""
-    L = float(h["beta"]) * (h["Q"] @ h["K"].T)
-    if h.get("weights") is not None:
-        with np.errstate(divide="ignore"):
-            L = L + np.log(h["weights"])
-    if h.get("bias") is not None:
-        L = L + h["bias"]
-    L -= L.max(axis=1, keepdims=True)
-    E = np.exp(L)
-    return E / E.sum(axis=1, keepdims=True)
+        raise UserError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+    return Head(_round(Q), _round(K), beta, name=name or f"{family}-n{n}-d{d}",
+                provenance={"family": family, "seed": seed})

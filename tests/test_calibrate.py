@@ -1,7 +1,9 @@
 """Real-model calibration (issue 6): extraction of pretrained heads, the reconstruction check, a
-reduced grid end to end through the CLI (one layer, one length), resumption, bad input, and the
-summary statistics on rows with known answers."""
+reduced grid end to end through the CLI (one layer, one length), resumption, the in-memory
+calibrate(), bad input (a UserError naming the argument: exit 64), and the summary statistics on
+rows with known answers."""
 import csv
+import importlib
 import json
 import os
 import subprocess
@@ -11,8 +13,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certkit import calibrate
+from certkit.calibrate import configs, grid, report
+from certkit.errors import UserError
+from certkit.head import Head
 from certkit.kernel import check
+from certkit.numbers import OverSqrt
+from certkit.symbolic.float_chain import log_size
+
+calibrate = importlib.import_module("certkit.calibrate")   # the package (certkit.calibrate may be the API function)
 
 pytest.importorskip("transformers")
 ex = pytest.importorskip("certkit.models.extract")
@@ -30,7 +38,7 @@ def test_minilm_loads_offline_and_reconstructs(minilm):
     assert c["Q"].shape == (6, 12, 64, 32) and c["bias"] is None
     err = ex.reconstruction_error(c)
     assert 0 < err <= 2e-6                      # the float32 floor (paper: 1.57e-6)
-    assert calibrate._float64_check(model, tok, info, 64) < 1e-12
+    assert grid.float64_check(model, tok, info, 64) < 1e-12
 
 
 def test_padding_is_dropped_columns(minilm, tmp_path):
@@ -40,7 +48,14 @@ def test_padding_is_dropped_columns(minilm, tmp_path):
     assert c["K"].shape[2] == 40 and c["keep"].sum() == 32
     assert ex.reconstruction_error(c) <= 2e-6     # the model puts ~0 mass on padded keys
     h = ex.head(c, 2, 3)
-    assert h["weights"].tolist() == [1.0] * 32 + [0.0] * 8
+    assert h.weights.tolist() == [1.0] * 32 + [0.0] * 8
+    assert isinstance(h, Head) and h.name == "l2-h3" and h.beta == OverSqrt(1, 32)
+    assert h.provenance == {"model": "minilm", "layer": 2, "head": 3, "length": 32}
+    # the Head's attention is the rebuild on the kept columns (one float softmax), zero on the padding
+    A = h.attention()
+    assert np.max(np.abs(A[:, :32] - ex.rebuild(c, 2, 3))) < 1e-14 and not A[:, 32:].any()
+    h2 = ex.head(c, 2, 3, multiplier=Fraction(1, 2))
+    assert h2.beta == OverSqrt(Fraction(1, 2), 32) and h2.beta_float == pytest.approx(0.5 / np.sqrt(32), rel=1e-15)
     plain = ex.capture(model, info, ids)
     # the kept rows are the unpadded head's rows (the mask removes the padded keys exactly)
     assert np.max(np.abs(ex.rebuild(c, 2, 3) - ex.rebuild(plain, 2, 3))) < 1e-5
@@ -84,7 +99,7 @@ def test_reduced_grid_end_to_end_and_resume(tmp_path):
     assert meta["reconstruction"][0]["max_abs_diff_float32_model"] <= 2e-6
     assert "Spearman" in (out / "SUMMARY.md").read_text()
     # resume: nothing is recomputed; a removed group is recomputed alone
-    os.remove(calibrate.group_path(str(out), 64, 0, 5, Fraction(4)))
+    os.remove(configs.group_path(str(out), 64, 0, 5, Fraction(4)))
     r = _cal(*args)
     assert r.returncode == 0 and "1 groups computed, 3 already done" in r.stdout
     with open(out / "results.csv") as f:
@@ -93,12 +108,52 @@ def test_reduced_grid_end_to_end_and_resume(tmp_path):
     assert strip(again) == strip(rows)          # deterministic
 
 
-@pytest.mark.parametrize("args,msg", [(["--layers", "9"], "out of range"), (["--model", "/nonexistent"], "not 'minilm'"),
-                                      (["--eps", "2"], "--eps"), (["--lengths", "4"], "8..512"),
-                                      (["--multipliers", "0"], "--multipliers"), (["--workers", "0"], "--workers")])
-def test_bad_input_exits_2(args, msg, tmp_path):
+def test_in_memory_calibrate_equals_the_command_line(tmp_path):
+    """calibrate() returns the rows of results.json (and reuses a folder's finished groups)."""
+    out = tmp_path / "cal"
+    r = _cal("--layers", "0", "--heads", "1", "--lengths", "64", "--multipliers", "2", "--eps", "1/4",
+             "--out", str(out), "--no-plots")
+    assert r.returncode == 0, r.stdout + r.stderr
+    cli = json.loads((out / "results.json").read_text())
+    res = calibrate.calibrate(layers=[0], heads="1", lengths=[64], multipliers=[2], eps=0.25, out=str(out / "again"))
+    strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
+    assert strip(res["rows"]) == strip(cli["rows"]) and res["summary"]["configurations"] == 1
+    assert res["out"] == str(out / "again") and res["computed"] == 1 and res["skipped"] == 0
+    assert (out / "again" / "SUMMARY.md").exists() and not (out / "again" / "svd_vs_con.png").exists()
+    res = calibrate.calibrate(layers=[0], heads=[1], lengths=[64], multipliers=["2"], eps=["1/4"], out=str(out))
+    assert res["computed"] == 0 and res["skipped"] == 1 and strip(res["rows"]) == strip(cli["rows"])
+
+
+@pytest.mark.parametrize("args,msg", [(["--layers", "9"], "layers: 9 is out of range 0..5"),
+                                      (["--layers", "x"], "--layers: cannot read 'x'"),
+                                      (["--model", "/nonexistent"], "not 'minilm'"),
+                                      (["--eps", "2"], "--eps: 2 is outside (0, 1)"),
+                                      (["--lengths", "4"], "8..512"),
+                                      (["--multipliers", "0"], "--multipliers: 0 is not > 0"),
+                                      (["--workers", "0"], "--workers")])
+def test_bad_input_is_a_user_error(args, msg, tmp_path):
+    import argparse
+    p = argparse.ArgumentParser()
+    calibrate.add_arguments(p)
+    with pytest.raises(UserError) as e:
+        calibrate.run(p.parse_args([*args, "--out", str(tmp_path)]))
+    assert e.value.exit_code == 64 and msg in str(e.value)
     r = _cal(*args, "--out", str(tmp_path))
-    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 64 and msg in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_keyword_arguments_name_the_argument():
+    for kw, msg in [({"lengths": [64.5]}, "lengths: 64.5"), ({"eps": [1.5]}, "eps: 3/2 is outside"),
+                    ({"workers": 0}, "workers"), ({"heads": [-1]}, "heads: -1 is negative")]:
+        with pytest.raises(UserError, match=msg):
+            calibrate.calibrate(**kw)
+
+
+def test_output_folder_that_is_a_file_exits_73(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = _cal("--layers", "0", "--heads", "0", "--lengths", "64", "--out", str(f))
+    assert r.returncode == 73 and "--out" in r.stderr and "Traceback" not in r.stderr
 
 
 def _row(**kw):
@@ -110,18 +165,18 @@ def _row(**kw):
 def test_statistics_known_answers():
     rows = [_row(r_svd_int=k, R_con=3 * k + 1, lower=k) for k in range(10, 30)]
     rows += [_row(r_svd_int=32, R_con=100, lower=100)]
-    s = calibrate.statistics(rows)
+    s = report.statistics(rows)
     assert s["spearman"] == pytest.approx(1.0) and s["spearman_ci95"][1] == pytest.approx(1.0)
     assert s["share_svd_below_exact"] == pytest.approx(20 / 21)
     assert s["tight"] == 1 and s["median_upper_over_lower"] == pytest.approx(np.median([(3 * k + 1) / k for k in range(10, 30)] + [1.0]))
-    anti = calibrate.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
+    anti = report.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
     assert anti["spearman"] == pytest.approx(-1.0)
 
 
 def test_log_size_matches_the_chain_shape():
     # r = 0 or a tiny Gamma: one row suffices; otherwise log S grows like r/2 log(Gamma) (SPEC F13)
-    assert calibrate._log_size(0, 10.0, 0.2) == 0.0 and calibrate._log_size(3, 1e-6, 0.2) == 0.0
-    a, b = calibrate._log_size(4, 1e4, 0.2), calibrate._log_size(4, 1e6, 0.2)
+    assert log_size(0, 10.0, 0.2) == 0.0 and log_size(3, 1e-6, 0.2) == 0.0
+    a, b = log_size(4, 1e4, 0.2), log_size(4, 1e6, 0.2)
     assert (b - a) / np.log(100) == pytest.approx(2.0, rel=0.02)
 
 

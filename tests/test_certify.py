@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.optimize import linprog
 
-from certkit import certify, synthetic
+from certkit import synthetic
+from certkit.certify import certify_head
+from certkit.head import Head
 from certkit.kernel import check
 from certkit.search import lower, upper
 
@@ -24,7 +26,8 @@ def run(*args):
 
 
 def sandwich(h, eps, tmp_path, name="h", **kw):
-    (row,) = certify.certify_head(name, h, [Fraction(eps)], str(tmp_path), **kw)
+    (row,) = certify_head(h.replace(name=name), [Fraction(eps)], str(tmp_path), **kw)
+    assert row["head"] == name and row["eps"] == str(Fraction(eps))
     for key in ("lower_file", "upper_file"):
         v = check(str(tmp_path / row[key]))
         assert v.status == "VERIFIED", v.line()
@@ -39,7 +42,7 @@ def repeated_rows_head(k, reps, d, beta, seed=0):
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     X = np.round(X * 2.0 ** 30) / 2.0 ** 30
     idx = np.repeat(np.arange(k), reps)
-    return {"Q": X[idx].copy(), "K": X[idx].copy(), "beta": Fraction(beta)}
+    return Head.from_arrays(X[idx], X[idx], Fraction(beta), name=f"repeated-k{k}")
 
 
 # ---------------------------------------------------------------- known answers
@@ -67,11 +70,11 @@ def test_near_permutation_head_is_full_rank(tmp_path):
 def test_weighted_biased_rectangular_head(tmp_path):
     """Column weights (two columns dropped), a logit bias and n != N go through every stage;
     peers that do not apply (Performer with a bias) are reported as such, not as a crash."""
-    h = synthetic.head("gaussian", 20, 4, beta=Fraction(2), N=30, seed=5)
-    h["weights"] = np.ones(30)
-    h["weights"][[3, 7]] = 0
-    h["weights"][5] = 2.5
-    h["bias"] = np.round(np.random.default_rng(1).standard_normal((20, 30)) * 2 ** 20) / 2 ** 20
+    w = np.ones(30)
+    w[[3, 7]] = 0
+    w[5] = 2.5
+    bias = np.round(np.random.default_rng(1).standard_normal((20, 30)) * 2 ** 20) / 2 ** 20
+    h = synthetic.head("gaussian", 20, 4, beta=Fraction(2), N=30, seed=5).replace(weights=w, bias=bias)
     row = sandwich(h, "1/5", tmp_path, peers=("svd", "performer"))
     assert 1 <= row["lower"] <= row["upper"] <= row["peers"]["svd"]["k"] <= 20
     assert row["peers"]["performer"]["k"] is None and "bias" in row["peers"]["performer"]["note"]
@@ -160,7 +163,7 @@ def test_lbfgs_minimises_a_quadratic():
 
 
 def test_upper_search_stops_at_the_floor():
-    A = synthetic.attention(dict(synthetic.head("gaussian", 32, 8, seed=0), beta=2.0))
+    A = synthetic.head("gaussian", 32, 8, beta=2, seed=0).attention()
     judge = lambda U, V: upper.row_errors(A, U @ V.T).max() + 1e-12
     free = upper.search(A, 0.25, judge)
     floored = upper.search(A, 0.25, judge, floor=free["svd_rank"])
@@ -168,7 +171,7 @@ def test_upper_search_stops_at_the_floor():
 
 
 def test_decoding_candidates_pass_their_own_tests():
-    A = synthetic.attention(dict(synthetic.head("gaussian", 40, 6, seed=4), beta=3.0))
+    A = synthetic.head("gaussian", 40, 6, beta=3, seed=4).attention()
     for kind, M, msgs, cells in lower.decoding_candidates(A, 0.2):
         T = lower.contraction(A, msgs, cells, M)
         if kind == "lower-decoding-margin":
@@ -202,15 +205,16 @@ def test_cli_certify_is_deterministic(tmp_path):
     assert outs[0] == outs[1]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--synthetic", "gausian:n=8"], "family must be one of"),
-    (["--synthetic", "gaussian:n=eight"], "must be integers"),
-    (["--synthetic", "gaussian", "--eps", "0"], "outside (0, 1)"),
-    (["--synthetic", "gaussian", "--eps", "abc"], "is not a number"),
-    (["--synthetic", "gaussian", "--peers", "reformer"], "unknown peer"),
-    (["/nonexistent/head.npz"], "head.npz"),
-    ([], "no heads"),
+@pytest.mark.parametrize("args, needle, code", [
+    (["--synthetic", "gausian:n=8"], "family must be one of", 64),
+    (["--synthetic", "gaussian:n=eight"], "must be integers", 64),
+    (["--synthetic", "gaussian", "--eps", "0"], "outside (0, 1)", 64),
+    (["--synthetic", "gaussian", "--eps", "abc"], "is not a number", 64),
+    (["--synthetic", "gaussian", "--peers", "reformer"], "unknown peer", 64),
+    (["/nonexistent/head.npz"], "head.npz", 66),           # EX_NOINPUT: a missing input file
+    ([], "no heads", 64),
 ])
-def test_cli_certify_bad_input(tmp_path, args, needle):
+def test_cli_certify_bad_input(tmp_path, args, needle, code):
+    """Bad input is a UserError: one message, exit 64 (66 for a missing file), never 2 (= MALFORMED)."""
     r = run("certify", *args, "--out", str(tmp_path))
-    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == code and needle in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)

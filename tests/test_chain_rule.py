@@ -7,10 +7,8 @@ import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 from certkit import synthetic
-from certkit.kernel.load import Instance, beta as read_beta
-from certkit.kernel.rule_chain import enclosures
+from certkit.kernel import chain_enclosures as enclosures
 from certkit.search.chain import chain_witness, witness_json
-from certkit.search import writer
 
 
 def test_exact_logit_identity():
@@ -26,8 +24,7 @@ def test_exact_logit_identity():
 
 
 def _inst(h, beta):
-    return Instance(read_beta(writer.beta_json(beta), "$.instance.beta"), h["Q"], h["K"], h.get("weights"),
-                    h.get("bias"))
+    return h.replace(beta=beta).instance()
 
 
 heads = st.builds(lambda fam, n, d, seed, b: (synthetic.head(fam, n, d, seed=seed), b),
@@ -40,10 +37,10 @@ heads = st.builds(lambda fam, n, d, seed, b: (synthetic.head(fam, n, d, seed=see
 @given(heads, st.integers(0, 5), st.booleans())
 def test_geometry_bounds_and_tau_are_sound(hb, r, blocks2):
     h, beta = hb
-    Q, K = h["Q"], h["K"]
+    Q, K = h.queries, h.keys
     d = Q.shape[1]
     r = min(r, d)
-    arrays = chain_witness(Q, K, float(beta), None, r, 2 if blocks2 else 1)
+    arrays = chain_witness(h, r, 2 if blocks2 else 1)
     inst = _inst(h, beta)
     g = enclosures(inst, Fraction(1, 2), witness_json(arrays), ".")
     W = arrays.get("basis", np.zeros((d, 0)))
@@ -80,11 +77,11 @@ def test_geometry_bounds_and_tau_are_sound(hb, r, blocks2):
 def test_rank_one_verdicts_hold(hb, eps):
     """When the rule certifies R = 1, a single row is within eps of every row (float check)."""
     h, beta = hb
-    Q, K = h["Q"], h["K"]
-    A = synthetic.attention(dict(h, beta=float(beta)))
+    Q, K = h.queries, h.keys
+    A = h.replace(beta=beta).attention()
     d = Q.shape[1]
     for r in range(0, d + 1):
-        arrays = chain_witness(Q, K, float(beta), None, r)
+        arrays = chain_witness(h, r)
         g = enclosures(_inst(h, beta), eps, witness_json(arrays), ".")
         if g["R_sym"] == 1:
             # the proof's single row p = softmax of the column-only logits g_j (Steps 2 and 4)
@@ -104,19 +101,19 @@ def test_non_orthonormal_basis_is_still_sound():
     """F scaled by 1.01 (F^T F != I): the orthogonality term keeps tau an upper bound."""
     h = synthetic.head("gaussian", 16, 3, seed=5)
     beta = Fraction(1, 2)
-    arrays = chain_witness(h["Q"], h["K"], 0.5, None, 1)
+    arrays = chain_witness(h, 1)
     arrays["basis"] = arrays["basis"] * 1.01
     arrays["residual_basis"] = arrays["residual_basis"] * 0.98
     g = enclosures(_inst(h, beta), Fraction(1, 2), witness_json(arrays), ".")
     assert g["ortho"] > 0
-    g0 = enclosures(_inst(h, beta), Fraction(1, 2), witness_json(chain_witness(h["Q"], h["K"], 0.5, None, 1)), ".")
+    g0 = enclosures(_inst(h, beta), Fraction(1, 2), witness_json(chain_witness(h, 1)), ".")
     assert g["osc"] > g0["osc"]
 
 
 def test_key_only_head_is_rank_one_at_any_eps():
     """Identical queries: with c' = q the residual is exactly 0 and r = 0 certifies rank 1."""
     h = synthetic.head("key-only", 24, 6, seed=2)
-    arrays = chain_witness(h["Q"], h["K"], 6.0, None, 0)
+    arrays = chain_witness(h, 0)
     g = enclosures(_inst(h, Fraction(6)), Fraction(1, 10 ** 6), witness_json(arrays), ".")
     assert g["R_sym"] == 1 and g["decided"] == "r=0"
     assert float(g["tau"].upper()) < 1e-6
@@ -131,12 +128,12 @@ def test_best_chain_with_shared_geometry_and_cache_equals_the_plain_search(famil
     from certkit import geometry
     from certkit.search.chain import best_chain
     h = synthetic.head(family, n, d, beta=Fraction(3), seed=seed)
-    inst = _inst(h, Fraction(3))
-    geo = geometry.profile_geometry(h["Q"], h["K"])
+    inst = h.instance()
+    geo = geometry.profile_geometry(h.queries, h.keys)
     cache = {}
     for eps in (0.5, 0.3, 0.5):
-        plain = best_chain(inst, h["Q"], h["K"], 3.0, eps)
-        fast = best_chain(inst, h["Q"], h["K"], 3.0, eps, geo=geo, cache=cache)
+        plain = best_chain(h, eps)
+        fast = best_chain(h, eps, geo=geo, cache=cache, inst=inst)
         assert (plain is None) == (fast is None)
         if plain is not None:
             assert plain[:2] == fast[:2] and plain[2].keys() == fast[2].keys()

@@ -15,17 +15,19 @@ import numpy as np
 import pytest
 
 from certkit import corpus
-from certkit.kernel import check
+from certkit.head import Head
+from certkit.kernel import KINDS, check
+from certkit.numbers import BetaInterval, OverSqrt
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "certificates"
+HEADS = pathlib.Path(__file__).resolve().parents[1] / "data" / "heads"
 CERTS = sorted(DATA.glob("*.json"))
 
 
 def test_corpus_covers_every_kind_and_both_directions():
-    import json
     kinds = {json.loads(p.read_text())["kind"] for p in CERTS}
-    from certkit.kernel.load import KINDS
     assert kinds == set(KINDS)
+    assert {KINDS[k].relation for k in kinds} == {"<=", ">="}
 
 
 @pytest.mark.parametrize("path", CERTS, ids=lambda p: p.name)
@@ -79,3 +81,57 @@ def test_regeneration_is_deterministic_and_matches_the_committed_corpus(tmp_path
                     assert x["shape"] == new["witness"][f]["shape"], (name, f)
                 else:
                     assert fx.shape == fy.shape and np.allclose(fx, fy, rtol=0, atol=1e-10), (name, f)
+
+
+def test_head_files_regenerate_byte_for_byte(tmp_path):
+    """`python -m certkit.corpus heads DIR` rewrites data/heads exactly (no LAPACK involved), and
+    each file reads back as the synthetic head of its HEADS row with its exact beta."""
+    written = corpus.write_heads(str(tmp_path))
+    assert sorted(os.path.basename(p) for p in written) == sorted(os.listdir(HEADS))
+    match, mismatch, errors = filecmp.cmpfiles(tmp_path, HEADS, sorted(os.listdir(HEADS)), shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+    for name, fam, n, d, beta in corpus.HEADS:
+        h = Head.from_file(str(HEADS / name))
+        assert (h.n, h.N, h.d, h.beta) == (n, n, d, beta), name
+        assert h.name == name.rsplit(".", 1)[0] and h.weights is None and h.bias is None
+
+
+def test_published_betas_use_every_exact_form():
+    """The corpus states beta as a plain numeral, c/sqrt(D) and an interval (format 1.0, §instance)."""
+    betas = [e[4] for e in corpus.PUBLISHED]
+    assert any(isinstance(b, OverSqrt) for b in betas) and any(isinstance(b, BetaInterval) for b in betas)
+    docs = {p.name: json.loads(p.read_text()) for p in CERTS}
+    assert docs["gauss-n256-d64-factor.json"]["instance"]["beta"] == {"over_sqrt": ["32", "64"]}
+    assert docs["gauss-n48-bias-factor.json"]["instance"]["beta"] == {"interval": ["1999999/1000000", "2000001/1000000"]}
+
+
+def test_head_for_matches_the_published_instance():
+    """corpus.head_for rebuilds exactly the instance a published certificate states (weights, bias)."""
+    from certkit.kernel import instance, read_json
+    for name, fam, n, d, beta, eps, kind, extras in corpus.PUBLISHED:
+        if not extras:
+            continue
+        h = corpus.head_for(fam, n, d, beta, extras)
+        doc, _ = read_json(str(DATA / (name + ".json")))
+        inst = instance(doc, str(DATA))
+        assert np.array_equal(inst.Q, h.queries) and np.array_equal(inst.K, h.keys), name
+        if extras.get("weights"):
+            assert np.array_equal(inst.weights, h.weights) and (h.weights == 0).any(), name
+        if extras.get("bias"):
+            assert np.array_equal(inst.bias, h.bias), name
+
+
+def test_synthetic_heads_are_seeded_dyadic_heads_of_their_family():
+    from certkit import synthetic
+    from certkit.errors import UserError
+    for fam in synthetic.FAMILIES:
+        h = synthetic.head(fam, 6, 3, beta="1/2", N=5, seed=2)
+        assert isinstance(h, Head) and (h.n, h.N, h.d) == (6, 5, 3) and h.beta == Fraction(1, 2)
+        assert h.provenance == {"family": fam, "seed": 2} and h.name == f"{fam}-n6-d3"
+        for a in (h.queries, h.keys):
+            assert np.array_equal(a * 2.0 ** 30, np.round(a * 2.0 ** 30))     # multiples of 2^-30: short numerals
+        again = synthetic.head(fam, 6, 3, beta="1/2", N=5, seed=2, name="x")
+        assert again.name == "x" and np.array_equal(again.queries, h.queries) and np.array_equal(again.keys, h.keys)
+    assert not np.array_equal(synthetic.head("gaussian", 6, 3, seed=3).queries, synthetic.head("gaussian", 6, 3).queries)
+    with pytest.raises(UserError, match="unknown family 'torus'"):
+        synthetic.head("torus", 4, 2)

@@ -12,7 +12,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from certkit import geometry as g
-from certkit.synthetic import attention, head
+from certkit.head import Head
+from certkit.synthetic import head
 
 SLACK = 1e-12
 FAMILIES = ["gaussian", "clustered", "near-permutation"]
@@ -26,7 +27,7 @@ def heads(draw, weighted=True):
     h = head(fam, n, d, beta=draw(betas), N=N, seed=draw(st.integers(0, 10 ** 6)))
     if weighted and draw(st.booleans()):
         rng = np.random.default_rng(draw(st.integers(0, 10 ** 6)))
-        h["weights"] = np.exp(rng.uniform(-2, 2, N))
+        h = h.replace(weights=np.exp(rng.uniform(-2, 2, N)))
     return h
 
 
@@ -66,14 +67,14 @@ def gibbs_matrix(x, y, log_pi, beta):
 
 
 def doubly_centred_logits(h):
-    L = float(h["beta"]) * (h["Q"] @ h["K"].T)
+    L = float(h.beta) * (h.queries @ h.keys.T)
     return L - L.mean(axis=1, keepdims=True) - L.mean(axis=0, keepdims=True) + L.mean()
 
 
 def float_rank_doubly_centred(h):
     """Numerical rank of the doubly centred logits; the tolerance is relative to the
     *uncentred* logits, the scale of the centring round-off."""
-    L = float(h["beta"]) * (h["Q"] @ h["K"].T)
+    L = float(h.beta) * (h.queries @ h.keys.T)
     return np.linalg.matrix_rank(doubly_centred_logits(h), tol=1e3 * max(L.shape) * 2.0 ** -52 * np.linalg.norm(L, 2))
 
 
@@ -82,13 +83,13 @@ def float_rank_doubly_centred(h):
 def test_lemma_4_1_gibbs_form_reproduces_attention_and_rank(h):
     """A_i = softmax_j(log pi_j + beta <x_i, y_j>) with x, y in the r-dimensional V (Lemma 4.1),
     and r_num = rank of the doubly centred logit matrix = r_exact (SPEC §4.1)."""
-    x, y, log_pi = g.gibbs_form(h["Q"], h["K"], h["beta"], h.get("weights"))
-    A = attention(h)
-    assert np.abs(gibbs_matrix(x, y, log_pi, h["beta"]) - A).max() <= 1e-10
-    vd = g.visible_dimension(h["Q"], h["K"])
+    x, y, log_pi = g.gibbs_form(h.queries, h.keys, h.beta, h.weights)
+    A = h.attention()
+    assert np.abs(gibbs_matrix(x, y, log_pi, h.beta) - A).max() <= 1e-10
+    vd = g.visible_dimension(h.queries, h.keys)
     assert x.shape[1] == y.shape[1] == vd["r_num"]
     assert float_rank_doubly_centred(h) == vd["r_num"]
-    r_exact = exact_visible_rank(h["Q"], h["K"])
+    r_exact = exact_visible_rank(h.queries, h.keys)
     assert vd["r_num"] == r_exact
     # the certified lower bound is a lower bound (and here tight)
     assert vd["r_exact_lower"] <= r_exact
@@ -102,15 +103,15 @@ def test_key_only_heads_have_r_zero_and_rank_one(n, N, d, beta, seed, dyadic):
     Non-dyadic queries make fl(mean) != q; the formation-error floor of tol_U still gives 0."""
     h = head("key-only", n, d, beta=beta, N=N, seed=seed)
     if not dyadic:
-        h["Q"] = np.tile(np.random.default_rng(seed).standard_normal(d), (n, 1))
-    vd = g.visible_dimension(h["Q"], h["K"])
+        h = h.replace(queries=np.tile(np.random.default_rng(seed).standard_normal(d), (n, 1)))
+    vd = g.visible_dimension(h.queries, h.keys)
     assert vd["r_num"] == 0 and vd["dim_U"] == 0 and vd["r_exact_lower"] == 0
-    A = attention(h)
+    A = h.attention()
     assert np.linalg.matrix_rank(A) == 1
-    x, y, log_pi = g.gibbs_form(h["Q"], h["K"], h["beta"])
+    x, y, log_pi = g.gibbs_form(h.queries, h.keys, h.beta)
     assert x.shape == (n, 0) and y.shape == (N, 0)
     assert np.abs(gibbs_matrix(x, y, log_pi, beta) - A).max() <= 1e-12
-    P = g.residual_profile(h["Q"], h["K"], h["beta"])
+    P = g.residual_profile(h.queries, h.keys, h.beta)
     assert len(P) == 1 and P.r_max == 0
     row = P[0]
     assert row.Gamma_W == 0 and row.tau_width <= 1e-12 and row.actual <= 1e-12
@@ -122,8 +123,8 @@ def test_lemma_6_1_and_residual_ordering(h):
     """kappa_r <= sigma_{r+1}(Z), omega_K(r) <= 2 kappa_r <= 2 sigma_{r+1}(Z) (U exact: the
     U^perp block carries no query spread), and max_i ||A_i - At_i||_1 <= tau_exact <= tau_width
     <= tau_spec for every r (Cor. 2.2, SPEC §5.2)."""
-    P = g.residual_profile(h["Q"], h["K"], h["beta"], h.get("weights"))
-    assert P.r_max == g.visible_dimension(h["Q"], h["K"])["r_num"]
+    P = g.residual_profile(h.queries, h.keys, h.beta, h.weights)
+    assert P.r_max == g.visible_dimension(h.queries, h.keys)["r_num"]
     for row in P:
         assert row.kappa <= row.sigma_next * (1 + 1e-9) + SLACK
         assert row.omega_K[0] <= 2 * row.kappa * (1 + 1e-9) + SLACK
@@ -140,7 +141,7 @@ def test_width_and_spectral_taus_non_increasing_and_zero_at_r_max(h):
     """delta^(1)(r), omega^(1)(r) shrink with the nested complements U ⊖ W_r, sigma_{r+1} is
     non-increasing, so tau_width and tau_spec are non-increasing in r; all residuals vanish at
     r = r_max (U exact).  (tau_exact is not monotone: see the counterexample below.)"""
-    P = g.residual_profile(h["Q"], h["K"], h["beta"], h.get("weights"))
+    P = g.residual_profile(h.queries, h.keys, h.beta, h.weights)
     for a, b in zip(P.rows, P.rows[1:]):
         assert b.tau_width <= a.tau_width + SLACK
         assert b.tau_spec <= a.tau_spec + SLACK
@@ -154,7 +155,7 @@ def test_width_and_spectral_taus_non_increasing_and_zero_at_r_max(h):
 def test_r_svd_int_non_increasing_in_tau(h, taus):
     """r_SVD_int(tau) = min{r : tau_r^width <= tau} is non-increasing in tau, lies in 0..r_max,
     is 0 for tau >= 2 tanh(.) bounds above 2, and defaults to tau = eps/3 (SPEC §6.3)."""
-    P = g.residual_profile(h["Q"], h["K"], h["beta"], h.get("weights"))
+    P = g.residual_profile(h.queries, h.keys, h.beta, h.weights)
     taus = sorted(taus)
     rs = [g.r_svd_int(P, t) for t in taus]
     assert all(r is not None and 0 <= r <= P.r_max for r in rs)
@@ -174,11 +175,11 @@ def mean_radius(X):
 def test_gamma_with_chebyshev_centres_at_most_gamma_with_means(h):
     """Gamma_W = beta rad(P_W q_i) rad(P_W k_j) with Chebyshev centres is <= the same with the
     means as centres (SPEC §4.2: any centre is valid, Chebyshev minimises)."""
-    P = g.residual_profile(h["Q"], h["K"], h["beta"])
-    b = float(h["beta"])
+    P = g.residual_profile(h.queries, h.keys, h.beta)
+    b = float(h.beta)
     for row in P:
         Wb = P.basis[:, :row.r]
-        gamma_mean = b * mean_radius(h["Q"] @ Wb) * mean_radius(h["K"] @ Wb)
+        gamma_mean = b * mean_radius(h.queries @ Wb) * mean_radius(h.keys @ Wb)
         assert row.Gamma_W <= gamma_mean * (1 + 1e-12) + SLACK
         assert abs(row.Gamma_W - b * row.rho_Q * row.rho_K) <= 1e-12 * (1 + row.Gamma_W)
 
@@ -210,15 +211,15 @@ def test_exactly_r_dimensional_heads_have_r_num_r(r, data):
     B, C = R[:, :r], R[:, r:]
     Q = rng.standard_normal((n, r)) @ B.T + rng.standard_normal(d)
     K = rng.standard_normal((N, r)) @ B.T + 2.0 * rng.standard_normal((N, d - r)) @ C.T
-    h = dict(Q=Q, K=K, beta=data.draw(betas))
+    h = Head(Q, K, data.draw(betas))
     vd = g.visible_dimension(Q, K)
     assert vd["r_num"] == r
     assert vd["r_exact_lower"] == r
     assert float_rank_doubly_centred(h) == r
-    x, y, log_pi = g.gibbs_form(Q, K, h["beta"])
+    x, y, log_pi = g.gibbs_form(Q, K, h.beta)
     assert x.shape[1] == r
-    assert np.abs(gibbs_matrix(x, y, log_pi, h["beta"]) - attention(h)).max() <= 1e-10
-    P = g.residual_profile(Q, K, h["beta"])
+    assert np.abs(gibbs_matrix(x, y, log_pi, h.beta) - h.attention()).max() <= 1e-10
+    P = g.residual_profile(Q, K, h.beta)
     assert P.r_max == r and P[r].tau_width <= 1e-9 and P[r].actual <= 1e-9
 
 

@@ -30,7 +30,7 @@ def test_overflowing_factors_are_rejected_not_verified(tmp_path, head):
 def test_exact_rank_one_head_is_certified_at_rank_one(tmp_path):
     """Key-only head: every row is the same probability vector, so B = 1 p^T has error 0."""
     h = synthetic.head("key-only", 16, 4, beta=Fraction(3), seed=1)
-    A = synthetic.attention(h)
+    A = h.attention()
     U, V = np.ones((16, 1)), A[0][:, None]
     v = check(_factor_cert(tmp_path, h, U, V, eps=Fraction(1, 10 ** 9), bound=1))
     assert v.status == "VERIFIED" and v.details["certified_max_row_error"] < 1e-12
@@ -45,7 +45,7 @@ def test_zero_factor_has_error_one(tmp_path, head):
 
 def test_certified_error_is_tight(tmp_path, head):
     """The certified bound exceeds the float error by a tiny relative amount only."""
-    A = synthetic.attention(head)
+    A = head.attention()
     k, U, V = basic.svd_factor(A, 0.25)
     v = check(_factor_cert(tmp_path, head, U, V))
     assert v.status == "VERIFIED"

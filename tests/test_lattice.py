@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -15,8 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certkit.kernel import check
-from certkit.kernel.rule_lattice import lattice_count, _theta
+from certkit.kernel import check, lattice_count, theta_sum
 from certkit.search import lattice as lat
 from certkit.search.writer import certificate
 from certkit.scale import fit_slope
@@ -59,7 +59,7 @@ def test_lattice_count_known_values():
 def test_theta_enclosure_contains_the_series(mu):
     mpmath.mp.dps = 40
     ref = mpmath.nsum(lambda n: mpmath.e ** (-mpmath.mpf(mu.numerator) / mu.denominator * n * n / 2), [-mpmath.inf, mpmath.inf])
-    ball = _theta(mu)
+    ball = theta_sum(mu)
     lo, hi = mpmath.mpf(ball.lower().str(30, radius=False)), mpmath.mpf(ball.upper().str(30, radius=False))
     assert lo <= ref * (1 + mpmath.mpf(10) ** -25) and ref * (1 - mpmath.mpf(10) ** -25) <= hi
     if mu == 1:                                   # SPEC §8.2: theta = 2.50662828804...
@@ -122,7 +122,7 @@ def test_sphere_cross_energy_bound(tmp_path):
     for d, R2 in [(2, 400), (3, 100), (4, 25)]:
         mu = lat.sphere_mu(d, 0.35)
         h, _, _ = lat.materialise_sphere(d, mu, R2)
-        Y, beta = h["Q"], float(h["beta"])
+        Y, beta = h.queries, float(h.beta)
         D2 = ((Y[:, None, :] - Y[None, :, :]) ** 2).sum(-1)
         W = np.exp(-beta * D2 / 2)
         np.fill_diagonal(W, 0)
@@ -150,7 +150,7 @@ def test_parametric_and_explicit_agree(con, d, beta, L, mode, K, tmp_path):
     assert vp.details["certified_min_margin"] <= vx.details["certified_min_margin"] + 1e-9
     if con == "interaction":
         sv = lat.visible_singular_values(h)
-        assert h["Q"].shape[1] == d + 1 and np.sum(sv > 1e-9 * sv[0]) == d == vp.details["visible_dimension"]
+        assert h.d == d + 1 and np.sum(sv > 1e-9 * sv[0]) == d == vp.details["visible_dimension"]
 
 
 def test_explicit_materialisation_reproduces_the_logits():
@@ -159,7 +159,7 @@ def test_explicit_materialisation_reproduces_the_logits():
     u = np.array([v for v in itertools.product(range(-7, 8), repeat=2) if v[0] ** 2 + v[1] ** 2 <= beta])
     a = np.array(list(itertools.product(range(-K, K + 1), repeat=2)))
     want = (L * a) @ u.T - (u * u).sum(1) / 2
-    got = float(h["beta"]) * h["Q"] @ h["K"].T
+    got = float(h.beta) * h.queries @ h.keys.T
     assert np.array_equal(np.sort(got, axis=1), np.sort(want, axis=1))
     # each cell holds (hi - lo + 1)^d = 9 keys and lies inside T
     assert all(np.sum(cells == i) == 9 for i in range(len(msg)))
@@ -235,9 +235,35 @@ def test_scale_crosscheck_and_plots(tmp_path):
 
 @pytest.mark.parametrize("args,msg", [(["--families", "torus"], "unknown family"), (["--eps", "2"], "(0, 1)"),
                                       (["--points", "2"], ">= 3"), (["--eps", "abc"], "--eps")])
-def test_scale_bad_input_exits_2(args, msg, tmp_path):
+def test_scale_bad_input_exits_64(args, msg, tmp_path):
     r = _scale(*args, "--out", str(tmp_path))
-    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 64 and msg in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("args,msg", [(["--families", "torus"], "unknown family"), (["--eps", "2"], "(0, 1)"),
+                                      (["--eps", "0"], "(0, 1)"), (["--eps=-1/4"], "(0, 1)"),
+                                      (["--eps", "nan"], "--eps"), (["--points", "2"], ">= 3"),
+                                      (["--eps", "abc"], "--eps"), (["--tolerance", "1"], "--tolerance")])
+def test_scale_parse_raises_scale_error(args, msg):
+    """run() raises (the CLI turns a UserError into exit 64) instead of printing and returning."""
+    import argparse
+    from certkit import errors
+    from certkit.scale import ScaleError, add_arguments, run
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    with pytest.raises(ScaleError, match=re.escape(msg)) as e:
+        run(p.parse_args(args + ["--out", "/nonexistent-never-created"]))
+    assert isinstance(e.value, errors.UserError) and e.value.exit_code == errors.USAGE == 64
+
+
+def test_scale_eps_is_read_exactly():
+    import argparse
+    from certkit.scale import add_arguments, parse_options as parse
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    assert parse(p.parse_args(["--eps", "0.35"]))[1] == Fraction(7, 20)
+    assert parse(p.parse_args(["--eps", " 1/4 "]))[1] == Fraction(1, 4)
+    assert parse(p.parse_args([]))[1] == Fraction(7, 20)
 
 
 def test_show_prints_the_parametric_instance():
@@ -245,3 +271,11 @@ def test_show_prints_the_parametric_instance():
                        capture_output=True, text=True)
     assert r.returncode == 0 and "construction=ball" in r.stdout and "half_width=32" in r.stdout
     assert "r_eps(A) >= 17850625" in r.stdout
+
+
+def test_scale_out_that_is_a_file_exits_73(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    r = _scale("--families", "ball", "--points", "3", "--no-plots", "--no-crosscheck", "--out", str(f))
+    assert r.returncode == 73 and "--out" in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert f.read_text() == "x"

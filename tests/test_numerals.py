@@ -3,9 +3,8 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from certkit.kernel.numerals import parse_numeral, exact_float
-from certkit.kernel.verdict import Malformed
-from certkit.search.writer import numeral
+from certkit.kernel import Malformed, exact_float, parse_numeral
+from certkit.numbers import numeral
 
 
 @pytest.mark.parametrize("s,v", [("3", 3), ("-17", -17), ("3/20", Fraction(3, 20)), ("0.15", Fraction(3, 20)),

@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 from certkit import synthetic
-from certkit.headfile import beta_float, read_head
-from certkit.search import peers, writer
+from certkit.head import Head
+from certkit.search import peers
 
 HEADS = os.path.join(os.path.dirname(__file__), "..", "data", "heads")
 
 
 def attention(h):
-    return synthetic.attention(dict(h, beta=beta_float(h["beta"])))
+    return h.attention()
 
 
 def instance(h):
-    return writer.kernel_instance(h)
+    return h.instance()
 
 
 def row_error(A, U, V):
@@ -69,14 +69,14 @@ def test_performer_column_weights_and_bias():
     h = synthetic.head("gaussian", 10, 4, beta=Fraction(1), N=14, seed=5)
     w = np.random.default_rng(0).uniform(0.0, 3.0, 14)
     w[3] = 0.0
-    hw = dict(h, weights=w)
+    hw = h.replace(weights=w)
     U0, V0 = peers.performer(attention(h), h, 64, 7)
     U, V = peers.performer(attention(hw), hw, 64, 7)
     B0 = (U0 @ V0.T) * w                     # reweight the unweighted estimate and renormalise
     assert np.allclose(U @ V.T, B0 / B0.sum(axis=1, keepdims=True), rtol=1e-12, atol=1e-15)
     assert np.allclose((U @ V.T).sum(axis=1), 1.0)
     with pytest.raises(ValueError, match="logit bias"):
-        hb = dict(h, bias=np.zeros((10, 14)))
+        hb = h.replace(bias=np.zeros((10, 14)))
         peers.performer(attention(hb), hb, 8, 0)
 
 
@@ -86,7 +86,7 @@ def test_linformer_singleton_segments_reproduce_A():
     w = rng.uniform(0.5, 2.0, 18)
     w[0] = 0.0
     for extra in ({}, {"weights": w}, {"weights": w, "bias": rng.standard_normal((12, 18))}):
-        hh = dict(h, **extra)
+        hh = h.replace(**extra)
         A = attention(hh)
         U, V = peers.linformer(A, hh, 18, 0)
         assert np.array_equal(V, np.eye(18))
@@ -108,7 +108,7 @@ def test_nystrom_interpolates_low_rank_attention():
     A = attention(h)
     assert row_error(A, *peers.nystrom(A, h, 1, 0)) < 1e-12
     h2 = synthetic.head("gaussian", 20, 4, beta=Fraction(2), seed=3)
-    h2["Q"] = h2["Q"][np.arange(20) % 2]          # two distinct query rows: rank(A) = 2
+    h2 = h2.replace(queries=h2.queries[np.arange(20) % 2])      # two distinct query rows: rank(A) = 2
     A2 = attention(h2)
     assert np.linalg.matrix_rank(A2) == 2
     assert row_error(A2, *peers.nystrom(A2, h2, 1, 0)) > 1e-3
@@ -125,7 +125,7 @@ def test_smallest_rank_key_only_is_one(method):
 
 @pytest.mark.parametrize("method", sorted(peers.PEERS))
 def test_smallest_rank_is_certified(method):
-    h = read_head(os.path.join(HEADS, "gauss-n32-d8-beta2.safetensors"))
+    h = Head.from_file(os.path.join(HEADS, "gauss-n32-d8-beta2.safetensors"))
     A, inst, eps = attention(h), instance(h), Fraction(1, 4)
     r = peers.smallest_rank(method, A, h, inst, eps, seed=0)
     assert set(r) == {"method", "k", "certified_error", "seconds"}
@@ -139,7 +139,7 @@ def test_smallest_rank_is_certified(method):
 
 
 def test_smallest_rank_svd_is_minimal():
-    h = read_head(os.path.join(HEADS, "gauss-n32-d8-beta2.safetensors"))
+    h = Head.from_file(os.path.join(HEADS, "gauss-n32-d8-beta2.safetensors"))
     A, inst, eps = attention(h), instance(h), Fraction(1, 4)
     r = peers.smallest_rank("svd", A, h, inst, eps)
     assert r["k"] is not None and r["k"] > 1

@@ -11,9 +11,7 @@ import pytest
 from hypothesis import given, assume, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from certkit.kernel.expo import exp_nonpos, EXP_REL, EXP_ABS
-from certkit.kernel.fp import arb_of
-from certkit.kernel.svd import singular_value_bounds
+from certkit.kernel import EXP_ABS, EXP_REL, arb_of, enclose_all, exp_nonpos, make_instance, singular_value_bounds
 
 finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False)
 
@@ -121,8 +119,8 @@ def heads(draw):
     n, N, d = draw(st.integers(1, 6)), draw(st.integers(1, 7)), draw(st.integers(1, 4))
     Q = draw(mat(n, d, st.floats(-3, 3)))
     K = draw(mat(N, d, st.floats(-3, 3)))
-    beta = draw(st.sampled_from(["0", "1/3", "7", "300", "10000", ["over_sqrt", "1", "32"],
-                                 ["interval", "299/100", "301/100"]]))
+    beta = draw(st.sampled_from(["0", "1/3", "7", "300", "10000", {"over_sqrt": ["1", "32"]},
+                                 {"interval": ["299/100", "301/100"]}]))
     w = draw(st.none() | arrays(np.float64, N, elements=st.sampled_from([0.0, 0.5, 1.0, 3.0, 1e-30, 1e30])))
     if w is not None and not np.any(w > 0):
         w[0] = 2.0
@@ -134,11 +132,9 @@ def heads(draw):
 def test_fast_route_encloses_attention(h):
     """||A_i - m_i||_1 <= rho_i with A from Arb at 200 bits for every beta in the stated set,
     with column weights (zeros = dropped), logit bias, logits up to ~1e5 apart."""
-    from certkit.kernel.load import Instance, beta as read_beta
-    from certkit.kernel.rows import enclose_all
     Q, K, b, w, bias = h
-    B = read_beta(b if isinstance(b, str) else {b[0]: b[1:]}, "$")
-    inst = Instance(B, Q, K, w, bias)
+    inst = make_instance(b, Q, K, w, bias)
+    B = inst.beta
     _, m, rho = enclose_all(inst, None, "fast")
     with flint.ctx.workprec(200):
         S = flint.arb_mat(Q.tolist()) * flint.arb_mat(K.T.tolist())

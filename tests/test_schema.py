@@ -6,9 +6,7 @@ import os
 import pytest
 from jsonschema import Draft202012Validator
 
-from certkit.kernel.load import KINDS, header, claim, instance
-from certkit.kernel.numerals import parse_numeral
-from certkit.kernel.verdict import Malformed
+from certkit.kernel import KINDS, Malformed, instance, kind_and_claim, parse_numeral
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_PATH = os.path.join(ROOT, "certkit", "format", "certificate-1.0.schema.json")
@@ -35,8 +33,7 @@ def load(name):
 def reader_verdict(doc):
     """None if the structural reader (header, claim, instance) accepts doc, else the Malformed."""
     try:
-        kind = header(doc)
-        claim(doc, kind)
+        kind_and_claim(doc)
         instance(doc, CERT_DIR)
     except Malformed as e:
         return e
@@ -190,7 +187,7 @@ def test_kinds_match_reader(schema):
 
 def test_assumptions_and_relations_match_reader(schema):
     for kind, then in _per_kind(schema).items():
-        rel, assumptions = KINDS[kind]
+        rel, assumptions = KINDS[kind].relation, list(KINDS[kind].lemmas)
         a = then["properties"]["assumptions"]
         assert a["items"]["enum"] == assumptions, kind
         assert a["minItems"] == a["maxItems"] == len(assumptions) and a["uniqueItems"] is True
@@ -384,3 +381,17 @@ def test_lattice_with_parametric_instance_and_matrix_witness_rejected(validator,
     doc["witness"] = load("perm-n40-margin.json")["witness"]
     assert not validator.is_valid(doc)
     assert _kernel_status(tmp_path, doc).status == "MALFORMED"
+
+
+def test_safetensors_sidecar_is_well_formed_but_unsupported(validator):
+    """Format 1.0 names .safetensors sidecars (with a tensor name): the schema accepts the golden
+    case, the 1.0 checker answers UNSUPPORTED (it reads .npy sidecars only), never MALFORMED."""
+    from certkit.kernel import check
+    path = os.path.join(ROOT, "tests", "golden", "unsupported", "sidecar-safetensors.json")
+    with open(path) as f:
+        doc = json.load(f)
+    assert doc["witness"]["U"]["file"].endswith(".safetensors") and doc["witness"]["U"]["tensor"] == "U"
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
+    assert not errors, errors
+    v = check(path)
+    assert v.status == "UNSUPPORTED" and "safetensors sidecars" in v.message, v.line()

@@ -15,8 +15,7 @@ from certkit.search.basic import row_errors
 
 
 def attention(family, n, d, beta, seed, N=None):
-    h = synthetic.head(family, n, d, beta=Fraction(beta), N=N, seed=seed)
-    return synthetic.attention(dict(h, beta=float(h["beta"])))
+    return synthetic.head(family, n, d, beta=Fraction(beta), N=N, seed=seed).attention()
 
 
 # ---------------------------------------------------------------- reference (plain) versions
@@ -128,7 +127,7 @@ def test_one_pass_pruning_equals_pruning_per_test(head, eps):
     thr = eps * (1 + lower.SAFETY) + 1e-12
     tests = [lambda T: bool(np.all(lower.margins(T) > thr)), lambda T: lower.inverse_ok(T, eps)]
     for msgs0 in (lower.farthest_rows(A, n), np.arange(n)[::-1]):
-        fast = lower._prune_both(A, msgs0, eps, thr)
+        fast = lower.prune_both(A, msgs0, eps, thr)
         many = lower.prune_many(A, msgs0, tests)
         for (m1, c1), (m2, c2), (m3, c3), test in zip(fast, many, [ref_prune(A, msgs0, t) for t in tests], tests):
             assert np.array_equal(m1, m3) and np.array_equal(c1, c3)
@@ -140,7 +139,7 @@ def test_one_pass_pruning_on_a_large_contraction():
     A = attention("gaussian", 80, 8, 3, 1)
     eps = 0.2
     thr = eps * (1 + lower.SAFETY) + 1e-12
-    fast = lower._prune_both(A, lower.farthest_rows(A, 80), eps, thr)
+    fast = lower.prune_both(A, lower.farthest_rows(A, 80), eps, thr)
     ref = [ref_prune(A, lower.farthest_rows(A, 80), t) for t in
            (lambda T: bool(np.all(lower.margins(T) > thr)),
             lambda T: eps * ref_inverse_norm(T) * (1 + 1e-3) < 1 - 1e-9)]
@@ -190,7 +189,7 @@ def test_local_cells_equals_the_plain_coordinate_descent(family, n, beta, eps):
 def test_inverse_norm_lower_bounds_are_bounds(seed, m, shift):
     rng = np.random.default_rng(seed)
     T = rng.random((m, m)) ** 4 + shift * np.eye(m)
-    lb, x = lower._inverse_norm_lower(T)
+    lb, x = lower.inverse_norm_lower(T)
     v = ref_inverse_norm(T)
     assert lb <= v * (1 + 1e-9)
     if x is not None:
@@ -199,7 +198,7 @@ def test_inverse_norm_lower_bounds_are_bounds(seed, m, shift):
 
 
 def test_inverse_norm_lower_of_a_singular_matrix():
-    assert lower._inverse_norm_lower(np.ones((40, 40))) == (None, None)
+    assert lower.inverse_norm_lower(np.ones((40, 40))) == (None, None)
     assert not lower.inverse_ok(np.ones((40, 40)), 0.1)
 
 
@@ -299,7 +298,7 @@ def test_svd_rank_is_the_first_k_that_fits(head, eps):
     target = eps * (1 - upper.SAFETY)
     want = next((k for k in range(1, len(s) + 1)
                  if row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target), len(s))
-    assert upper._svd_rank(A, Uf, s, Vt, target) == want
+    assert upper.svd_rank(A, Uf, s, Vt, target) == want
 
 
 def test_lp_rescue_refits_only_failing_rows_exactly():

@@ -1,6 +1,7 @@
 """certkit.symbolic (SPEC §3.4, §7) and certkit.audit.tables: identities, constants, the two
 evaluation routes, monotonicity of R_sym, and byte-identical tables."""
 import decimal
+import math
 import random
 from fractions import Fraction
 
@@ -11,10 +12,10 @@ import sympy as sp
 from hypothesis import given, strategies as st
 
 from certkit.audit import tables
-from certkit.kernel.fp import arb_to_fraction_lower, arb_to_fraction_upper
+from certkit.kernel import arb_to_fraction_lower, arb_to_fraction_upper
 from certkit.symbolic import (P, P_pos, chain_arb, chain_mpmath, evaluate_arb,
                               evaluate_mpmath, rogers, theta, theta_Astar)
-from certkit.symbolic.arb_eval import _LINES, certainly
+from certkit.symbolic.arb_eval import LINES, certainly
 from certkit.symbolic.chain import chain, logN_net, to_exact
 
 PREC = 192
@@ -161,7 +162,7 @@ def test_lattice_margins_match_spec_8_2():
         assert th > flint.arb("2.50662828804") and th < flint.arb("2.50662828805")
         for L, vals in SPEC_82.items():
             for d, printed in zip((2, 3, 4, 6), vals):
-                x = evaluate_arb(tables.margin_expr(L, d), env={tables._TH: th})
+                x = evaluate_arb(tables.margin_expr(L, d), env={tables.THETA_GAUSS: th})
                 if printed == "<0":
                     assert x < 0
                     continue
@@ -236,7 +237,7 @@ def chain_inputs(draw, rmax=12):
 def test_arb_and_mpmath_routes_agree(kw):
     a = chain_arb(**kw, prec=PREC)
     b = chain_mpmath(**kw, dps=45)
-    for k in _LINES:
+    for k in LINES:
         assert (a[k] is None) == (b[k] is None), k
         if a[k] is not None:
             assert a[k].is_finite() or not a["certified"], k
@@ -436,5 +437,38 @@ def test_printed_bounds_round_outward():
     lo, hi = tables.fmt_lo(x), tables.fmt_hi(x)
     assert lo == "3.33333333333e-01" and hi == "3.33333333334e-01"
     assert tables.fmt_lo(-x) == "-3.33333333334e-01"
-    assert tables._sci(Fraction(1), 12, decimal.ROUND_FLOOR) == "1.00000000000e+00"
-    assert tables._sci(Fraction(-1, 10 ** 30), 3, decimal.ROUND_CEILING) == "-1.00e-30"
+    assert tables.sci(Fraction(1), 12, decimal.ROUND_FLOOR) == "1.00000000000e+00"
+    assert tables.sci(Fraction(-1, 10 ** 30), 3, decimal.ROUND_CEILING) == "-1.00e-30"
+
+
+# ---------------------------------------------------------------- the float chain is the sympy chain
+@given(st.integers(0, 40), st.integers(-6, 14), st.integers(-8, 4), st.sampled_from(["1/10", "1/4", "7/20", "1/2"]))
+def test_float_chain_agrees_with_the_mpmath_chain(r, log2_gamma, log2_osc, eps):
+    """symbolic.float_chain (calibrate's r_opt, the audit's float columns) evaluates the same F2-F12
+    as chain.chain: with Gamma = rho_Q rho_K, omega = osc, beta = delta = 1, every line agrees with
+    mpmath at 50 digits to float precision (R_sym exactly, away from an integer boundary)."""
+    from certkit.symbolic import float_chain
+    Gamma, osc = 2.0 ** log2_gamma, 2.0 ** log2_osc
+    f = float_chain.evaluate(osc, Gamma, Fraction(eps), r, 10 ** 6)
+    m = chain_mpmath(beta=1, eps=Fraction(eps), n=10 ** 6, N=10 ** 6, r=r, rho_Q=Gamma, rho_K=1, delta_Q=1,
+                     omega_K=osc, dps=50)
+    for k in ("tau", "epsp", "Gamma"):
+        assert f[k] == pytest.approx(float(m[k]), rel=1e-13, abs=1e-15)
+    if not f["epsp"] > 0:
+        assert f["log10_S"] is None and m["F3"] is False
+        return
+    if m["F6"] is True:
+        assert f["R_sym"] == 1 and f["log10_S"] == 0.0
+        return
+    assert f["eta"] == pytest.approx(float(m["eta"]), rel=1e-13)
+    assert f["log10_S"] * math.log(10) == pytest.approx(float(m["logS"]), rel=1e-11, abs=1e-12)
+    S = float(mpmath.exp(m["logS"]))
+    if abs(S - round(S)) > 1e-6 * max(1, S):
+        assert f["R_sym"] == m["R_sym"]
+    assert float_chain.log_size(r, Gamma, f["epsp"]) == pytest.approx(float(m["logS"]), rel=1e-11, abs=1e-12)
+
+
+def test_float_log_theta_is_log_theta():
+    from certkit.symbolic import float_chain
+    for m in range(1, 129):
+        assert float_chain.log_theta(m) == pytest.approx(float(evaluate_mpmath(sp.log(theta(m)), 30)), rel=1e-13, abs=1e-15)

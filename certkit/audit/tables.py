@@ -23,9 +23,9 @@ import flint
 import mpmath
 import sympy as sp
 
-from ..kernel.fp import arb_down, arb_up
+from ..kernel import arb_down, arb_up
 from ..symbolic.chain import P_pos, chain, logN_net, rogers, theta, theta_Astar
-from ..symbolic.arb_eval import arb_upper_int, certainly, evaluate_arb, evaluate_mpmath
+from ..symbolic.arb_eval import arb_upper_int, certainly, evaluate_arb, evaluate_mpmath, mpf_fraction
 
 PREC = 192            # Arb working precision (bits)
 DPS = 40              # mpmath working precision (digits)
@@ -51,7 +51,7 @@ FORMATS = ("csv", "md", "tex")
 
 # ---------------------------------------------------------------- number formatting
 
-def _sci(v, sig, rounding):
+def sci(v, sig, rounding):
     """A Fraction as d.ddd...e+XX with sig significant digits, rounded by `rounding`
     (a decimal rounding mode) from the exact value."""
     v = Fraction(v)
@@ -69,28 +69,15 @@ def _sci(v, sig, rounding):
 
 def fmt_lo(x):
     """Printed lower end: <= every point of the Arb ball x."""
-    return _sci(Fraction(arb_down(x)), SIG, decimal.ROUND_FLOOR)
+    return sci(Fraction(arb_down(x)), SIG, decimal.ROUND_FLOOR)
 
 
 def fmt_hi(x):
-    return _sci(Fraction(arb_up(x)), SIG, decimal.ROUND_CEILING)
-
-
-def _mpf_fraction(v):
-    """The exact value of an mpf (no re-rounding to the ambient mpmath precision)."""
-    if not isinstance(v, mpmath.mpf):
-        raise TypeError(type(v).__name__)
-    sign, man, exp, _ = v._mpf_
-    if not man:
-        if v != 0:
-            raise ValueError(f"non-finite {v}")
-        return Fraction(0)
-    f = Fraction(int(man)) * Fraction(2) ** int(exp)
-    return -f if sign else f
+    return sci(Fraction(arb_up(x)), SIG, decimal.ROUND_CEILING)
 
 
 def fmt_approx(v):
-    return _sci(_mpf_fraction(v), SIG_APPROX, decimal.ROUND_HALF_EVEN)
+    return sci(mpf_fraction(v), SIG_APPROX, decimal.ROUND_HALF_EVEN)
 
 
 def _encl(expr, env_arb=None, env_mp=None):
@@ -195,15 +182,15 @@ def theta_gauss_arb(T=T_THETA):
     return S.union(S + tail)
 
 
-_TH = sp.Symbol("theta_gauss")
+THETA_GAUSS = sp.Symbol("theta_gauss")
 
 
 def margin_expr(L, d):
-    """2 (mass/theta)^d - 1 with theta the Symbol _TH; L odd = 2h+1: mass = S_h,
+    """2 (mass/theta)^d - 1 with theta the Symbol THETA_GAUSS; L odd = 2h+1: mass = S_h,
     L even = 2h: mass = sum_{n=-h}^{h-1} e^{-n^2/2}."""
     h = L // 2
     mass = gauss_sum(-h, h) if L % 2 else gauss_sum(-h, h - 1)
-    return 2 * (mass / _TH) ** d - 1
+    return 2 * (mass / THETA_GAUSS) ** d - 1
 
 
 def table_lattice():
@@ -218,7 +205,7 @@ def table_lattice():
         h = L // 2
         cell = f"-{h}..{h}" if L % 2 else f"-{h}..{h - 1}"
         for d in D_LATTICE:
-            cols, _ = _encl(margin_expr(L, d), {_TH: th_arb}, {_TH: th_mp})
+            cols, _ = _encl(margin_expr(L, d), {THETA_GAUSS: th_arb}, {THETA_GAUSS: th_mp})
             rows.append([str(L), str(h), cell, str(d)] + cols)
     return head, rows
 

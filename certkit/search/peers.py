@@ -1,18 +1,18 @@
 """Peer low-rank approximations of an attention matrix (UNTRUSTED producers).
 
-A = row-softmax(beta Q K^T + log w_j + bias_ij) is n x N.  Each peer maps (A, h, k, seed) to
-float64 factors U (n x k), V (N x k) with B = U V^T, the approximations practitioners use in
-place of a certified search.  A peer's own claim about its error means nothing here: only the
-kernel's certified row error (rule_factorization.max_row_error) makes a reported rank honest.
+A = row-softmax(beta Q K^T + log w_j + bias_ij) is n x N (A = h.attention() for a certkit.Head h).
+Each peer maps (A, h, k, seed) to float64 factors U (n x k), V (N x k) with B = U V^T, the
+approximations practitioners use in place of a certified search.  A peer's own claim about its
+error means nothing here: only the kernel's certified row error (certkit.kernel.max_row_error)
+makes a reported rank honest.
 """
 import time
 
 import numpy as np
 import scipy.linalg
 
-from ..headfile import beta_float
-from ..kernel.rule_factorization import max_row_error
-from ..kernel.verdict import Rejected
+from ..head import softmax_rows
+from ..kernel import max_row_error, Rejected
 
 
 def _rank_limit(name, k, limit):
@@ -60,20 +60,20 @@ def performer(A, h, k, seed=0):
     Per-row maxima of the query exponent and a global maximum of the key exponent are
     subtracted (both cancel in D^{-1}).  A row whose D_i underflows to 0 gets U_i = 0.
     A logit bias has no feature map: ValueError."""
-    if h.get("bias") is not None:
+    if h.bias is not None:
         raise ValueError("performer: logit bias not supported")
     if k < 1:
         raise ValueError(f"performer: need k >= 1, got k = {k}")
-    beta = beta_float(h["beta"])
-    Q, K = np.asarray(h["Q"], np.float64), np.asarray(h["K"], np.float64)
+    beta = h.beta_float
+    Q, K = h.queries, h.keys
     W = _orthogonal_gaussian(np.random.default_rng(seed), k, Q.shape[1])
     sb = np.sqrt(beta)
     LQ = sb * (Q @ W.T) - beta * (Q * Q).sum(axis=1, keepdims=True) / 2
     LK = sb * (K @ W.T) - beta * (K * K).sum(axis=1, keepdims=True) / 2
     PQ = np.exp(LQ - LQ.max(axis=1, keepdims=True)) / np.sqrt(k)
     PK = np.exp(LK - LK.max()) / np.sqrt(k)
-    if h.get("weights") is not None:
-        PK = PK * np.asarray(h["weights"], np.float64)[:, None]
+    if h.weights is not None:
+        PK = PK * h.weights[:, None]
     D = PQ @ PK.sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         U = np.where(D[:, None] > 0, PQ / D[:, None], 0.0)
@@ -92,15 +92,13 @@ def linformer(A, h, k, seed=0):
     E = np.zeros((k, N))
     for l, seg in enumerate(np.array_split(np.arange(N), k)):
         E[l, seg] = 1.0 / len(seg)
-    L = beta_float(h["beta"]) * (np.asarray(h["Q"], np.float64) @ (E @ h["K"]).T)
-    if h.get("weights") is not None:
+    L = h.beta_float * (h.queries @ (E @ h.keys).T)
+    if h.weights is not None:
         with np.errstate(divide="ignore"):
-            L = L + np.log(E @ np.asarray(h["weights"], np.float64))
-    if h.get("bias") is not None:
-        L = L + h["bias"] @ E.T
-    L -= L.max(axis=1, keepdims=True)
-    S = np.exp(L)
-    return S / S.sum(axis=1, keepdims=True), E.T.copy()
+            L = L + np.log(E @ h.weights)
+    if h.bias is not None:
+        L = L + h.bias @ E.T
+    return softmax_rows(L), E.T.copy()
 
 
 PEERS = {"svd": truncated_svd, "nystrom": nystrom, "performer": performer, "linformer": linformer}

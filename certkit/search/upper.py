@@ -334,7 +334,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
     Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
     target = eps * (1 - SAFETY)
-    k_svd = _svd_rank(A, Uf, s, Vt, target)
+    k_svd = svd_rank(A, Uf, s, Vt, target)
     for k in range(k_svd, len(s) + 1):
         if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
             break
@@ -342,7 +342,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
     if best is None:
         return {"k": None, "tried": tried}
-    svd_rank = best["k"]
+    svd_k = best["k"]
 
     # 2. (optional) LP row fits on SVD / greedy-row / union bases
     if bases and best["k"] > floor:
@@ -375,11 +375,11 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
                 e = judge(C_lp, best["V"])
                 if e <= min(eps, best["certified_error"]):
                     best.update(U=C_lp, certified_error=float(e), method="refined+lp")
-    best.update(tried=tried, svd_rank=svd_rank, seconds=time.perf_counter() - t0)
+    best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
     return best
 
 
-def _svd_rank(A, Uf, s, Vt, target):
+def svd_rank(A, Uf, s, Vt, target):
     """Smallest k whose truncated SVD has float max row error <= target (len(s) if none): the
     errors of every k by rank-one updates, confirmed by the direct product (as the SVD offers
     are built) at each plausible k."""

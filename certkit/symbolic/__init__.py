@@ -1,11 +1,30 @@
-"""The certificate chain of SPEC §7 as sympy expressions (chain.py) and two evaluators of those
-expressions (arb_eval.py): a whitelisted sympy -> Arb walker (rigorous enclosures) and an
-mpmath.mp walker (non-rigorous, high precision; audit cross-checks only, NUMERICS §1).
+"""The certificate chain of docs/mathematics.md §7: as sympy expressions (chain.py), with two
+evaluators of those expressions (arb_eval.py: a whitelisted sympy -> Arb walker giving rigorous
+enclosures, and an mpmath.mp walker, non-rigorous, for audit cross-checks only, docs/numerics.md §1),
+and the same chain in plain floating point (float_chain.py: calibrate's r_opt, the audit's float
+columns).
 
 Nothing here is part of the trusted kernel (certkit/kernel); it feeds reports and audit tables.
-The function chain() is not re-exported here, so that `certkit.symbolic.chain` stays the module:
-use `from certkit.symbolic.chain import chain`.
+The names below are imported on first use, so `import certkit.symbolic.float_chain` does not load
+sympy.  chain() is not re-exported, so that `certkit.symbolic.chain` stays the module: use
+`from certkit.symbolic.chain import chain`.
 """
-from .chain import P, P_pos, V, theta_Astar, rogers, theta, logN_net  # noqa: F401
-from .arb_eval import (evaluate_arb, evaluate_mpmath, chain_arb, chain_mpmath,  # noqa: F401
-                       arb_upper_int)
+_HOMES = {**dict.fromkeys(("P", "P_pos", "V", "theta_Astar", "rogers", "theta", "logN_net"), "chain"),
+          **dict.fromkeys(("evaluate_arb", "evaluate_mpmath", "chain_arb", "chain_mpmath", "arb_upper_int",
+                           "certainly"), "arb_eval"),
+          **dict.fromkeys(("log_theta", "log_size"), "float_chain")}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    """certkit.symbolic.X for the names above, imported on first use (PEP 562)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module 'certkit.symbolic' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

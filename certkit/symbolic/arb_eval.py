@@ -16,18 +16,19 @@
 chain_arb / chain_mpmath evaluate chain.chain(...) line by line by each route.
 """
 import math
+from fractions import Fraction
 
 import flint
 import mpmath
 import sympy as sp
 
-from ..kernel.fp import arb_to_fraction_upper
+from ..kernel import arb_to_fraction_upper
 from .chain import chain
 
 __all__ = ["evaluate_arb", "evaluate_mpmath", "chain_arb", "chain_mpmath", "arb_upper_int",
-           "certainly"]
+           "certainly", "mpf_fraction", "LINES"]
 
-_LINES = ("omega", "tau", "epsp", "Gamma", "a", "Rb", "eta", "theta", "logS", "S", "shape")
+LINES = ("omega", "tau", "epsp", "Gamma", "a", "Rb", "eta", "theta", "logS", "S", "shape")
 
 
 class _Walker:
@@ -297,6 +298,20 @@ def arb_upper_int(x):
     return f.numerator // f.denominator
 
 
+def mpf_fraction(v):
+    """The exact rational value of a finite mpmath mpf (mpmath.mpf(v) would re-round it to the
+    ambient precision; man_exp drops the sign).  ValueError for inf / nan."""
+    if not isinstance(v, mpmath.mpf):
+        raise TypeError(type(v).__name__)
+    sign, man, exp, _ = v._mpf_
+    if not man:
+        if v != 0:
+            raise ValueError(f"non-finite {v}")
+        return Fraction(0)
+    f = Fraction(int(man)) * Fraction(2) ** int(exp)
+    return -f if sign else f
+
+
 # ---------------------------------------------------------------- the chain by two routes
 
 def _symbolise(kwargs):
@@ -317,7 +332,7 @@ def _lines(ex, w):
     """Evaluate the lines of chain() in order with walker w.  F3 is decided right after
     F2; when it does not certainly hold the certificate does not exist at this r and the
     lines after F5 are not evaluated (None)."""
-    res = dict.fromkeys(_LINES)
+    res = dict.fromkeys(LINES)
     res["m"] = ex["m"]
     res["F6"] = None
     for k in ("omega", "tau"):
@@ -328,7 +343,7 @@ def _lines(ex, w):
     if res["F3"] is not True:
         return res
     res["F6"] = w.cond(ex["F6"])
-    for k in _LINES[4:]:
+    for k in LINES[4:]:
         if ex[k] is not None:
             res[k] = w(ex[k])
     return res

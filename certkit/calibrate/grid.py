@@ -1,0 +1,189 @@
+"""The calibration grid: one group per (length L, layer, head, multiplier m), computed, written
+atomically and skipped when already there (resumable).
+
+For the model's head at length L and beta = m / sqrt(d_head) (m = 1 is the model), and each eps:
+* r_exact: the numerical visible dimension (SPEC §4.4), with its certified lower bound;
+* r_SVD_int(eps/3) and r_opt from the SVD-bridge residual profile tau_r (SPEC §6.2-6.3);
+* R_sym: the symbolic chain bound (SPEC §7), as a kernel-VERIFIED upper-chain certificate;
+* R_con and the lower bound: kernel-VERIFIED constructive certificates (certkit certify's searches);
+* Gamma = beta rho_Q rho_K of the full visible space, and the tau_r curves.
+One JSON file per group under OUT/configs (configs.py); certificates under
+OUT/certificates/L<L>-l<layer>-h<head>/m<m>-eps-<eps>.{lower,upper,chain}.json.
+"""
+import os
+import time
+from fractions import Fraction
+
+from . import CalibrateError
+from .. import geometry
+from ..certify import certify_lower, certify_upper
+from ..numbers import OverSqrt, tag
+from ..search import writer
+from ..search.chain import best_chain, kept_keys
+from ..symbolic.float_chain import log_size
+from .configs import group_path, write_atomic
+
+# Certificates: arrays above 256 entries as content-named .npy sidecars, so the queries and keys of
+# a head at one length are stored once for its 5 multipliers x 3 eps x 3 kinds (and the kernel
+# reads them as binary, not as 10^4 hex numerals).
+LAYOUT = {"inline_limit": 256, "shared": True}
+# The upper search also gives up a refinement still 5 % above eps after 200 evaluations (besides
+# 50 % at 60 and 20 % at 120, its defaults), and keeps 5 L-BFGS pairs instead of 10 (at rank
+# ~200 the memory passes cost more than the objective).  On the 24 hardest MiniLM configurations
+# at L = 256 (R_con 71-242) the first is 1.32x faster (same R_con on 22, +1 / +3 on two), the
+# second 1.27x more (36 configurations: same R_con on 33, -1, -1, +1).
+UPPER_SEARCH = {"early": ((60, 1.5), (200, 1.05)), "memory": 5}
+
+
+def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
+    """All eps of one (head, multiplier): {"rows": one row per eps, "tau_width", "tau_exact",
+    "tau_spec", "sigma", "seconds"}.  head: the model's Head at length L (models.extract.head: its
+    provenance names model, layer, head and length); beta becomes multiplier / sqrt(d_head).
+    geo: geometry.profile_geometry of the head when the caller shares it between multipliers."""
+    t0 = time.perf_counter()
+    mult = Fraction(multiplier)
+    p = head.provenance
+    h = head.replace(beta=OverSqrt(mult, Fraction(head.d)))
+    b = h.beta_float
+    Q, K = h.queries, kept_keys(h)
+    vis = geometry.visible_dimension(Q, K)
+    geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
+    prof = geometry.residual_profile(h.queries, h.keys, b, h.weights, geo=geo)
+    A = h.attention()
+    inst = h.instance()
+    folder = f"L{p['length']}-l{p['layer']}-h{p['head']}"      # one per head and length: Q, K stored once
+    base_dir = os.path.join(cert_dir, folder)
+    os.makedirs(base_dir, exist_ok=True)
+    prov = {"producer": "certkit calibrate", "model": p["model"], "layer": p["layer"], "head": p["head"],
+            "length": p["length"], "multiplier": str(mult), "text_sha256": text_sha256}
+    full = prof.rows[-1]
+    chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
+    growth = []                                 # the lower search's greedy growth, shared by the eps
+    rows = []
+    for e in eps_list:
+        eps = Fraction(e)
+        te = time.perf_counter()
+        name = f"m{tag(mult)}-eps-{tag(eps)}"
+        stem = os.path.join(base_dir, name)
+        r_int = geometry.r_svd_int(prof.rows, eps=float(eps))
+        r_op = geometry.r_opt(prof.rows, float(eps), log_size)
+        lo = certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, growth)
+        up = certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
+                           layout=LAYOUT, **UPPER_SEARCH)
+        rs = sorted({r for r in (r_op, prof.r_max) if r is not None})
+        R_sym = None
+        best = best_chain(h, eps, rs=rs, geo=geo, cache=chain_cache, inst=inst)
+        if best is not None:
+            v = writer.write_checked(stem + ".chain.json", "upper-chain", best[0], eps, h,
+                                     {k: (a, "float") for k, a in best[2].items()},
+                                     dict(prov, search=f"chain r={best[1]}"), **LAYOUT)
+            if v.status == "VERIFIED":          # a rejected file and its sidecars are removed
+                R_sym = int(best[0])
+        rows.append({"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"],
+                     "multiplier": str(mult), "beta": f"{mult}/sqrt({h.d})", "eps": str(eps),
+                     "n": h.n, "d_head": h.d, "r_exact": vis["r_num"], "r_exact_certified_lower": vis["r_exact_lower"],
+                     "r_svd_int": r_int, "r_opt": r_op, "R_sym": R_sym, "R_sym_r": best[1] if best else None,
+                     "R_con": up["bound"] if up else None, "upper_method": up["method"] if up else None,
+                     "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
+                     "Gamma": full.Gamma_W, "certificates": f"certificates/{folder}/{name}.{{lower,upper,chain}}.json",
+                     "seconds": round(time.perf_counter() - te, 3)})
+    return {"rows": rows, "tau_width": [r.tau_width for r in prof.rows], "tau_exact": [r.tau_exact for r in prof.rows],
+            "tau_spec": [r.tau_spec for r in prof.rows], "sigma": [float(s) for s in prof.sigma],
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def head_task(task):
+    """The remaining multipliers task["multipliers"] of one head at one length (task["head"]): the
+    beta-independent geometry once, then group() per multiplier, each written atomically to its
+    config file under task["out"] as soon as it is done.  Each group's seconds include its share
+    of the geometry.  task: head, multipliers, eps, cert_dir, out, text_sha256 (a dict, so that a
+    worker process receives it whole)."""
+    h = task["head"]
+    p = h.provenance
+    t0 = time.perf_counter()
+    geo = geometry.profile_geometry(h.queries, h.keys, h.weights)
+    share = (time.perf_counter() - t0) / len(task["multipliers"])
+    done = []
+    for m in task["multipliers"]:
+        g = group(h, m, task["eps"], task["cert_dir"], task.get("text_sha256"), geo)
+        g["seconds"] = round(g["seconds"] + share, 3)
+        write_atomic(group_path(task["out"], p["length"], p["layer"], p["head"], Fraction(m)), g)
+        done.append(g)
+    return done
+
+
+def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False):
+    """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
+    layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
+    parsed values (certkit.calibrate.parse_options).  Writes out/meta.json, one config per group
+    and the certificates; returns (groups computed now, groups already done, meta)."""
+    from ..models import extract as ex
+    model, tok, info = ex.load(model_spec)
+    layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
+                     for what, idx in (("layers", layers), ("heads", heads)))
+    _, sha = ex.text()
+    cert_dir = os.path.join(out, "certificates")
+    recon, todo = [], []
+    for L in lengths:
+        c = ex.capture(model, info, ex.token_window(tok, info["kind"], L))
+        recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
+        for l in layers:
+            for h in heads:
+                left = [str(m) for m in mults if not os.path.exists(group_path(out, L, l, h, m))]
+                if left:
+                    todo.append({"head": ex.head(c, l, h), "multipliers": left, "eps": [str(e) for e in eps_list],
+                                 "cert_dir": cert_dir, "out": out, "text_sha256": sha})
+    recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, tok, info, lengths[0])})
+    total = len(lengths) * len(layers) * len(heads) * len(mults)
+    meta = {"model": info["name"], "spec": model_spec,
+            "info": {k: v for k, v in info.items() if k not in ("folder", "name")},
+            "text": "pydoc_data.topics (sorted keys)", "text_sha256": sha, "reconstruction": recon,
+            "grid": {"layers": layers, "heads": heads, "lengths": list(lengths), "multipliers": [str(m) for m in mults],
+                     "eps": [str(e) for e in eps_list]}}
+    write_atomic(os.path.join(out, "meta.json"), meta)
+    del model
+    todo.sort(key=lambda t: -t["head"].provenance["length"])     # longest first: the pool ends with short tasks
+    left = sum(len(t["multipliers"]) for t in todo)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=left, desc=f"certkit calibrate {info['name']}", unit="group")
+    done = 0
+    if workers <= 1:
+        for t in todo:
+            done += len(head_task(t))
+            if bar:
+                bar.update(len(t["multipliers"]))
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[v] = "1"
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            futs = [pool.submit(head_task, t) for t in todo]
+            for f in cf.as_completed(futs):
+                k = len(f.result())
+                done += k
+                if bar:
+                    bar.update(k)
+    if bar:
+        bar.close()
+    return done, total - left, meta
+
+
+def in_range(idx, limit, what):
+    """idx (a list of indices) when each lies in 0..limit-1, else CalibrateError naming `what`."""
+    bad = [i for i in idx if not 0 <= i < limit]
+    if bad or not idx:
+        raise CalibrateError(f"{what}: {bad[0] if bad else 'no index'} is out of range 0..{limit - 1} "
+                             f"(this model has {limit} {what})")
+    return list(idx)
+
+
+def float64_check(model, tok, info, L):
+    """max |rebuild - attention| with the model in float64 (expected 0 up to float64 rounding)."""
+    import copy
+    from ..models import extract as ex
+    m64 = copy.deepcopy(model).double()
+    c = ex.capture(m64, info, ex.token_window(tok, info["kind"], L))
+    return ex.reconstruction_error(c)
