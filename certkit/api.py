@@ -151,7 +151,7 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     >>> s.lower.bound <= s.upper.bound, s.upper.verdict.status
     (True, 'VERIFIED')
     """
-    from .certify import sandwich
+    from .commands.certify import sandwich
     if not isinstance(head, Head):
         raise TypeError(f"certify: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
     if isinstance(eps, (list, tuple)):
@@ -181,8 +181,8 @@ def audit(target, eps=None, r="auto", with_torch=True):
     """Audit the symbolic chain (docs/mathematics.md §7): for a Head at each eps, or for an
     upper-chain certificate file, one record per (eps, r) with every chain quantity by numpy,
     torch, the kernel's proven bound, the exact Arb enclosure and mpmath; records with flags
-    mark disagreements (certkit.audit.flags)."""
-    from . import audit as audit_mod
+    mark disagreements (certkit.commands.audit.flags)."""
+    from .commands import audit as audit_mod
     if isinstance(target, Head):
         if eps is None:
             raise TypeError("audit: give eps for a Head")
@@ -197,7 +197,7 @@ def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tol
     the least-squares slope of log M against the theory exponent ((d-1)/2 sphere, d/2 ball, r/2
     interaction).  Returns {"points", "slopes", "headline", "crosscheck"}; certificates go under
     out/certificates (a temporary folder, removed, when out is None)."""
-    from . import scale as scale_mod
+    from .commands import scale as scale_mod
     e = parse_eps(eps)
     families = [families] if isinstance(families, str) else list(families)
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
@@ -214,8 +214,8 @@ def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tol
 def calibrate(model="minilm", **grid):
     """The real-model calibration grid (docs/mathematics.md §4-§7 on pretrained heads): per
     (layer, head, length, multiplier, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
-    sandwich.  Keyword arguments as certkit.calibrate.calibrate; returns {"rows", "summary", "out"}."""
-    from . import calibrate as calibrate_mod
+    sandwich.  Keyword arguments as certkit.commands.calibrate.calibrate; returns {"rows", "summary", "out"}."""
+    from .commands import calibrate as calibrate_mod
     return calibrate_mod.calibrate(model=model, **grid)
 
 
@@ -223,7 +223,7 @@ def tables(names=None, out=None, formats=("csv", "md", "tex")):
     """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r):
     {name: {"title", "columns", "rows"}} with every value an Arb enclosure [lo, hi] rounded
     outward beside an mpmath approximation; with out, also written as CSV / Markdown / LaTeX."""
-    from .audit import tables as tables_mod
+    from .commands import tables as tables_mod
     result = {}
     for name, title, fn in tables_mod.TABLES:
         if names is None or name in names:

@@ -293,19 +293,6 @@ def _show(args):
 
 # ---------------------------------------------------------------- producers (imported only when run)
 
-def _tables(args):
-    from .audit.tables import FORMATS, build_tables
-    formats = FORMATS if args.format == "all" else (args.format,)
-    for p in build_tables(args.out, formats):
-        print(p)
-    return 0
-
-
-def _tables_arguments(p):
-    p.add_argument("--out", default="data/tables", metavar="DIR", help="output folder (default data/tables)")
-    p.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
-
-
 def _verify_arguments(p):
     p.add_argument("certificates", nargs="+", metavar="CERT.json|DIR|-",
                    help="certificate files; a folder (every certkit certificate under it, recursively); "
@@ -337,8 +324,7 @@ class Command:
 
     def load(self):
         """The command's module (imported now), or None when the command is defined in this file.
-        A location that does not exist is skipped (commands move to certkit/commands/<name>.py);
-        a missing dependency inside an existing module is raised."""
+        A missing dependency inside it is raised (ModuleNotFoundError: the extra to install)."""
         for m in self.modules:
             try:
                 return importlib.import_module(m)
@@ -387,7 +373,7 @@ COMMANDS = {
         arguments=_show_arguments),
     "audit": Command(
         "chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
-        "Audit the chain certificate of a head (SPEC §5-§7, proofs/chain-rule.md): one row per quantity "
+        "Audit the chain certificate of a head (docs/mathematics.md §5-§7, proofs/chain-rule.md): one row per quantity "
         "(rho_Q ... osc, tau, eps', Gamma, eta, log10 S, R_sym) with the numpy float64, torch float32/float64 "
         "values, the kernel's proven bound, the exact Arb enclosure fed to the sympy chain, and mpmath at 50 digits.",
         "Flags: outside (a float value outside the Arb enclosure beyond its precision), unsound (a kernel bound on "
@@ -397,7 +383,7 @@ COMMANDS = {
         "is not installed (torch columns need 'models' but are optional).\n"
         "Examples:\n  certkit audit data/certificates/*.json\n"
         "  certkit audit --head data/heads/example.npz --eps 1/4 --eps 1/2 --r all",
-        modules=("certkit.commands.audit", "certkit.audit.audit"), extras=("search",)),
+        modules=("certkit.commands.audit",), extras=("search",)),
     "certify": Command(
         "certified sandwiches lower <= r_eps(A) <= upper for heads, with peers",
         "For each head and eps: search lower (decoding, Frobenius tail) and upper (SVD, LP row fits, joint l1 "
@@ -408,10 +394,10 @@ COMMANDS = {
         "66 a head file missing, 69 the 'search' extra is not installed, 73 --out cannot be written.\n"
         "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
         "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c",
-        modules=("certkit.commands.certify", "certkit.certify"), extras=("search",)),
+        modules=("certkit.commands.certify",), extras=("search",)),
     "scale": Command(
         "certified scaling laws: sphere beta^((d-1)/2), ball beta^(d/2), interaction Gamma^(r/2)",
-        "Reproduce the scaling laws of r_eps with certificates (SPEC §8.2-8.4): for each family and dimension, "
+        "Reproduce the scaling laws of r_eps with certificates (docs/mathematics.md §8.2-8.4): for each family and dimension, "
         "parametric lattice certificates over three decades of beta, each checked by the kernel (kind "
         "lower-lattice, no token enumerated); least-squares slopes of log M with 95 % intervals against the "
         "theory exponent; the covering upper bound where informative; the 65^4 ball point at beta = 640^2 with "
@@ -421,7 +407,7 @@ COMMANDS = {
         "64 bad input, 69 an extra is missing ('search'; 'plots' unless --no-plots), 73 --out cannot be "
         "written, 130 interrupted.\n"
         "Examples:\n  certkit scale\n  certkit scale --families ball --points 7 --eps 1/4 --out /tmp/scale",
-        modules=("certkit.commands.scale", "certkit.scale"), extras=("search", "plots")),
+        modules=("certkit.commands.scale",), extras=("search", "plots")),
     "calibrate": Command(
         "real-model calibration: visible dimension, SVD bridge, chain and certified sandwiches per head",
         "The paper's real-model study on pretrained encoders loaded offline: per head, sequence length, "
@@ -434,7 +420,7 @@ COMMANDS = {
         "('models', 'search', 'plots'), 73 --out cannot be written, 130 interrupted.\n"
         "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
         "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
-        modules=("certkit.commands.calibrate", "certkit.calibrate"), extras=("search", "plots", "models")),
+        modules=("certkit.commands.calibrate",), extras=("search", "plots", "models")),
     "tables": Command(
         "write tables of certified constants (CSV, Markdown, LaTeX)",
         "Tables of the constants the theorems use: theta_m (A_m* and Rogers), N_net(m, eta), C_m^pack and "
@@ -443,7 +429,7 @@ COMMANDS = {
         "byte-identical.",
         "Exit status: 0 written, 4 internal error, 64 bad usage, 69 the 'search' extra is not installed, "
         "73 --out cannot be written.",
-        modules=("certkit.commands.tables",), arguments=_tables_arguments, extras=("search",)),
+        modules=("certkit.commands.tables",), extras=("search",)),
 }
 
 

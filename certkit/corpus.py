@@ -76,7 +76,7 @@ PUBLISHED = [
 ]
 
 
-# (name, construction, parameters, eps): parametric lower-lattice certificates (SPEC §8.2-8.4)
+# (name, construction, parameters, eps): parametric lower-lattice certificates (docs/mathematics.md §8.2-8.4)
 PUBLISHED_LATTICE = [
     ("ball-65x4-beta640sq-tokens", "ball", dict(d=4, beta=640 ** 2, L=9, K=32, mode="tokens"), Fraction(7, 20)),
     ("sphere-d3-lattice", "sphere", dict(d=3, mu=Fraction(9, 2), R2=10 ** 4), Fraction(7, 20)),

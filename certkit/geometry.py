@@ -1,32 +1,32 @@
-"""Head geometry: visible interaction dimension, radii and the SVD bridge (SPEC §4–§6).
+"""Head geometry: visible interaction dimension, radii and the SVD bridge (docs/mathematics.md §4–§6).
 
 UNTRUSTED.  Everything here is float64 numpy/scipy and only *chooses* things (subspaces,
 centres, ranks) that a certificate later declares; the trusted kernel re-evaluates whatever it
 relies on.  The single rigorous quantity is ``visible_dimension(...)["r_exact_lower"]``, a
-certified lower bound on r_exact (SPEC §4.4, "lower bounds are certifiable").
+certified lower bound on r_exact (docs/mathematics.md §4.4, "lower bounds are certifiable").
 
-Notation (SPEC §4.1).  Queries q_1..q_n and keys k_1..k_N are rows of Q (n x d) and K (N x d);
+Notation (docs/mathematics.md §4.1).  Queries q_1..q_n and keys k_1..k_N are rows of Q (n x d) and K (N x d);
 logits l_ij = log w_j + beta <q_i, k_j>.
 
 * U = span{q_i - q_1}, the query-difference space; numerically the span B_U of the right
-  singular vectors of Q_c = Q - 1 q-bar^T above tol_U (SPEC §4.4 step 1).
+  singular vectors of Q_c = Q - 1 q-bar^T above tol_U (docs/mathematics.md §4.4 step 1).
 * S = (K - 1 e0^T) B_U (e0 = mean key), the centred visible key matrix in U-coordinates; it has
-  the singular values of Z = (K - 1 e0^T) P_U (SPEC §4.4 step 2, §6.1).
-* r_num = #{k : sigma_k(S) > tol} (SPEC §4.4 step 3), V = W_{r_num}.
-* W_r = span{v_1..v_r}, the top right singular vectors of Z (SPEC §6.1), nested in r.
-* W_r^perp = E_1 ⊕ E_2, E_1 = U ⊖ W_r, E_2 = U^perp (two blocks, SPEC §5.2).
+  the singular values of Z = (K - 1 e0^T) P_U (docs/mathematics.md §4.4 step 2, §6.1).
+* r_num = #{k : sigma_k(S) > tol} (docs/mathematics.md §4.4 step 3), V = W_{r_num}.
+* W_r = span{v_1..v_r}, the top right singular vectors of Z (docs/mathematics.md §6.1), nested in r.
+* W_r^perp = E_1 ⊕ E_2, E_1 = U ⊖ W_r, E_2 = U^perp (two blocks, docs/mathematics.md §5.2).
 
-Deviations from the letter of the SPEC (all documented where they happen):
+Deviations from the letter of docs/mathematics.md (all documented where they happen):
 
 * tol_U and the default tol are floored by a bound on the float formation error of Q_c and S.
-  The purely relative SPEC tolerance 10 max(n, d) u sigma_1(Q_c) fails when all queries are
+  The purely relative docs/mathematics.md tolerance 10 max(n, d) u sigma_1(Q_c) fails when all queries are
   equal but not dyadic-friendly: fl(mean) != q, Q_c is pure round-off (sigma_1 ~ 1e-15) and
   the relative rule keeps that noise direction, giving dim U = 1 and r_num = 1 for a key-only
   head.  With the floor, dim U = 0 and r_num = 0.
 * tau_spec uses the spectral width 2 sigma_{r+1}(Z) only on the block E_1 = U ⊖ W_r (where
   Lemma 6.1 applies) and keeps the exact width omega_K^(2) on E_2 = U^perp:
       tau_spec(r) = 2 tanh( beta (2 delta_Q^(1) sigma_{r+1} + delta_Q^(2) omega_K^(2)) / 4 ).
-  When U is exact (delta_Q^(2) = 0) this is SPEC §6.2's 2 tanh(beta delta_Q sigma_{r+1} / 2).
+  When U is exact (delta_Q^(2) = 0) this is docs/mathematics.md §6.2's 2 tanh(beta delta_Q sigma_{r+1} / 2).
   With a numerical U the literal formula 2 tanh(beta (delta^(1) + delta^(2)) sigma_{r+1} / 2)
   is not an upper bound of tau_exact (keys outside U are not controlled by sigma(Z)).
 * The residual query centre c' changes osc_j h_ij (h_ij contains -beta <c', P_{W^perp} k_j>,
@@ -89,14 +89,14 @@ def _log_weights(weights, N):
 
 
 def _two_tanh_quarter(s):
-    """2 tanh(s/4) for s >= 0 (SPEC §2.2)."""
+    """2 tanh(s/4) for s >= 0 (docs/mathematics.md §2.2)."""
     return 2.0 * math.tanh(s / 4.0)
 
 
 # ----------------------------------------------------------------------------- §4.4 frame
 
 def frame(Q, K, tol=None, tau_rel=None):
-    """Numerical U, S, its SVD and a full orthonormal frame [W-ordered U basis | U^perp] (SPEC §4.4).
+    """Numerical U, S, its SVD and a full orthonormal frame [W-ordered U basis | U^perp] (docs/mathematics.md §4.4).
 
     A dict: Q, K (float64), n, N, d; m = dim U, B_U (d x m), B_perp (d x (d - m)), sq (singular
     values of Q_c), tol_U, tol_U_spec; e0 (mean key), S = (K - 1 e0^T) B_U, sigma (its singular
@@ -152,7 +152,7 @@ def frame(Q, K, tol=None, tau_rel=None):
 
 
 def _certified_rank_lower(Q, K, B_U):
-    """A rigorous lower bound on r_exact = rank((Q - 1 q_1^T)(K - 1 k_1^T)^T) (SPEC §4.1, §4.4).
+    """A rigorous lower bound on r_exact = rank((Q - 1 q_1^T)(K - 1 k_1^T)^T) (docs/mathematics.md §4.1, §4.4).
 
     Take any float T (n x m); columns of Q_c^T T lie in U exactly, so G = K_c Q_c^T T has
     rank G <= r_exact.  With Dq = fl(Q - 1 q_1^T), Dk = fl(K - 1 k_1^T), B' = fl(Dq^T T) and
@@ -188,13 +188,13 @@ def _certified_rank_lower(Q, K, B_U):
 
 
 def visible_dimension(Q, K, tol=None, tau_rel=None):
-    """The visible interaction dimension r (SPEC §4.1, §4.4).
+    """The visible interaction dimension r (docs/mathematics.md §4.1, §4.4).
 
     r_exact = dim P_U span{k_j - k_1} = rank(Q_c K_c^T) = rank of the doubly centred logits.
     Returns a dict:
 
     * ``r_num``: #{k : sigma_k(S) > tol}, S = (K - 1 e0^T) B_U (untrusted, float);
-    * ``tol``: the tolerance used (SPEC §4.4 default 10 max(N, dim U) u sigma_1(S), floored by
+    * ``tol``: the tolerance used (docs/mathematics.md §4.4 default 10 max(N, dim U) u sigma_1(S), floored by
       the float formation error of S; or ``tol``; or ``tau_rel * sigma_1(S)``);
     * ``tol_U``, ``dim_U``, ``B_U`` (d x dim U orthonormal basis of the numerical U);
     * ``sigma``: singular values of S (descending), ``S``, ``V``: d x r_num basis of
@@ -204,7 +204,7 @@ def visible_dimension(Q, K, tol=None, tau_rel=None):
       has rank <= r_exact, E a rigorous bound on the formation error (see
       _certified_rank_lower); ``E`` and ``sigma_lower`` (the lo_k) are returned too.
 
-    No upper bound on r_exact is claimed (SPEC §4.4: only exact arithmetic can certify one).
+    No upper bound on r_exact is claimed (docs/mathematics.md §4.4: only exact arithmetic can certify one).
     """
     f = frame(Q, K, tol, tau_rel)
     r_low, E, lo = _certified_rank_lower(f["Q"], f["K"], f["B_U"])
@@ -218,8 +218,8 @@ def visible_dimension(Q, K, tol=None, tau_rel=None):
 def chebyshev_centre(X, bc_iters=200, max_rounds=12):
     """A near-minimal enclosing ball of the rows of X: (c, radius), radius = max_i |x_i - c|.
 
-    rad(X) = min_c max_i |x_i - c| (SPEC notation).  Any c gives the valid radius
-    rad_c(X) >= rad(X); the checker never needs optimality (SPEC §4.2, §11).  Method:
+    rad(X) = min_c max_i |x_i - c| (docs/mathematics.md notation).  Any c gives the valid radius
+    rad_c(X) >= rad(X); the checker never needs optimality (docs/mathematics.md §4.2, §11).  Method:
     Bădoiu–Clarkson iterations c <- c + (x_far - c)/(t + 1) (radius within (1 + 1/sqrt t) of
     optimal), then the convex program  min_{c, s} s  s.t.  |x_i - c|^2 <= s  by SLSQP on an
     active set of far points, enlarged by violators until every point is inside.  The best of
@@ -281,7 +281,7 @@ def chebyshev_centre(X, bc_iters=200, max_rounds=12):
 
 
 def diameter(X):
-    """diam{x_i} = max_{i,i'} |x_i - x_i'| in float, blocked (SPEC §5.2 omega_K).
+    """diam{x_i} = max_{i,i'} |x_i - x_i'| in float, blocked (docs/mathematics.md §5.2 omega_K).
 
     The rows are first centred at their mean (which lies in their convex hull, so every |x|
     is <= diam afterwards); blocked Gram distances |x|^2 + |y|^2 - 2<x, y> then have absolute
@@ -310,7 +310,7 @@ def diameter(X):
 
 @dataclass(frozen=True)
 class ResidualRow:
-    """One r of the SVD-bridge profile (SPEC §5.1–§6.2).  Blocks: (U ⊖ W_r, U^perp)."""
+    """One r of the SVD-bridge profile (docs/mathematics.md §5.1–§6.2).  Blocks: (U ⊖ W_r, U^perp)."""
     r: int
     rho_Q: float                    # rad P_W q_i about its Chebyshev centre
     rho_K: float                    # rad P_W k_j about its Chebyshev centre
@@ -353,7 +353,7 @@ class ResidualProfile:
 
 
 def _blocked_osc_and_errors(Qt, Kt, r, m, c1, c2, beta, logw):
-    """max_i osc_j h_ij and max_i ||A_i - At_i||_1 (SPEC §5.1), in row blocks."""
+    """max_i osc_j h_ij and max_i ||A_i - At_i||_1 (docs/mathematics.md §5.1), in row blocks."""
     n, N = Qt.shape[0], Kt.shape[0]
     cprime = np.concatenate([c1, c2])
     Kres = Kt[:, r:]
@@ -389,7 +389,7 @@ class ProfileGeometry:
 
 
 def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None):
-    """ProfileGeometry of the head (zero-weight columns dropped); shared by every beta (SPEC §5.2:
+    """ProfileGeometry of the head (zero-weight columns dropped); shared by every beta (docs/mathematics.md §5.2:
     radii, diameters and kappa do not involve beta) and by the chain witnesses of search/chain."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
@@ -417,15 +417,15 @@ def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None):
 
 
 def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None, geo=None):
-    """The SVD-bridge profile r = 0..r_max (SPEC §5, §6), float64, untrusted.
+    """The SVD-bridge profile r = 0..r_max (docs/mathematics.md §5, §6), float64, untrusted.
 
-    For W_r = span{v_1..v_r} (top right singular vectors of Z, SPEC §6.1) the logits split as
+    For W_r = span{v_1..v_r} (top right singular vectors of Z, docs/mathematics.md §6.1) the logits split as
         l_ij = log pi'_j + beta <P_W q_i, P_W k_j> + h_ij,
         log pi'_j = log w_j + beta <c', P_{W^perp} k_j>,  h_ij = beta <P_{W^perp} q_i - c', P_{W^perp} k_j>
-    (SPEC §5.1), At_i = softmax_{pi'}(beta <P_W q_i, P_W k_j>) is an r-dimensional Gibbs matrix
-    and, by Cor. 2.2 and the block bounds of SPEC §5.2 / Lemma 6.1,
+    (docs/mathematics.md §5.1), At_i = softmax_{pi'}(beta <P_W q_i, P_W k_j>) is an r-dimensional Gibbs matrix
+    and, by Cor. 2.2 and the block bounds of docs/mathematics.md §5.2 / Lemma 6.1,
         actual := max_i ||A_i - At_i||_1 <= tau_exact <= tau_width <= tau_spec.
-    Zero-weight (padding) columns are dropped.  r_max = r_num (SPEC §6.3).  Key-only heads give
+    Zero-weight (padding) columns are dropped.  r_max = r_num (docs/mathematics.md §6.3).  Key-only heads give
     dim U = 0, r_max = 0 and a single row with every tau = 0.  geo: profile_geometry(Q, K,
     weights, tol=, tau_rel=) computed once for several beta (it must be of the same head).
     """
@@ -450,11 +450,11 @@ def residual_profile(Q, K, beta, weights=None, *, tol=None, tau_rel=None, geo=No
 
 
 def r_svd_int(profile, tau=None, *, eps=None):
-    """r_SVD_int(tau) = min{ r in 0..r_max : tau_r^width <= tau } (SPEC §6.3); tau = eps/3 by default.
+    """r_SVD_int(tau) = min{ r in 0..r_max : tau_r^width <= tau } (docs/mathematics.md §6.3); tau = eps/3 by default.
 
     Non-increasing in tau.  Returns None when even tau_{r_max}^width > tau, which happens
     only when U is numerical and the U^perp block contributes delta^(2) omega^(2) > 0
-    (SPEC §6.3 assumes tau_{r_max} = 0, true for exact U).
+    (docs/mathematics.md §6.3 assumes tau_{r_max} = 0, true for exact U).
     """
     if tau is None:
         if eps is None:
@@ -468,7 +468,7 @@ def r_svd_int(profile, tau=None, *, eps=None):
 
 def r_opt(profile, eps, log_size: Callable[[int, float, float], float]):
     """argmin_r log_size(r, Gamma_W(r), eps - tau_r^width) over r with tau_r^width < eps
-    (SPEC §6.3; log_size is the caller's covering bound, e.g. log S_r of SPEC §5.3)."""
+    (docs/mathematics.md §6.3; log_size is the caller's covering bound, e.g. log S_r of docs/mathematics.md §5.3)."""
     best = None
     for row in profile:
         if row.tau_width < eps:
@@ -481,7 +481,7 @@ def r_opt(profile, eps, log_size: Callable[[int, float, float], float]):
 # ----------------------------------------------------------------------------- Lemma 4.1
 
 def gibbs_form(Q, K, beta, weights=None, basis=None):
-    """(x, y, log_pi) with A_i = softmax_j(log_pi_j + beta <x_i, y_j>) (SPEC Lemma 4.1).
+    """(x, y, log_pi) with A_i = softmax_j(log_pi_j + beta <x_i, y_j>) (docs/mathematics.md Lemma 4.1).
 
     <q_i - q_1, k_j - k_1> = <P_V(q_i - q_1), P_V(k_j - k_1)>, so with V-coordinates
     (orthonormal basis B_V, d x r) x_i = B_V^T q_i - c, y_j = B_V^T k_j - e (c, e Chebyshev

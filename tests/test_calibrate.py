@@ -13,14 +13,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certkit.calibrate import configs, grid, report
+from certkit.commands.calibrate import configs, grid, report
 from certkit.errors import UserError
 from certkit.head import Head
 from certkit.kernel import check
 from certkit.numbers import OverSqrt
 from certkit.symbolic.float_chain import log_size
 
-calibrate = importlib.import_module("certkit.calibrate")   # the package (certkit.calibrate may be the API function)
+calibrate = importlib.import_module("certkit.commands.calibrate")   # the package (certkit.commands.calibrate may be the API function)
 
 pytest.importorskip("transformers")
 ex = pytest.importorskip("certkit.models.extract")
@@ -174,7 +174,7 @@ def test_statistics_known_answers():
 
 
 def test_log_size_matches_the_chain_shape():
-    # r = 0 or a tiny Gamma: one row suffices; otherwise log S grows like r/2 log(Gamma) (SPEC F13)
+    # r = 0 or a tiny Gamma: one row suffices; otherwise log S grows like r/2 log(Gamma) (docs/mathematics.md F13)
     assert log_size(0, 10.0, 0.2) == 0.0 and log_size(3, 1e-6, 0.2) == 0.0
     a, b = log_size(4, 1e4, 0.2), log_size(4, 1e6, 0.2)
     assert (b - a) / np.log(100) == pytest.approx(2.0, rel=0.02)

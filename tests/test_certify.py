@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import linprog
 
 from certkit import synthetic
-from certkit.certify import certify_head
+from certkit.commands.certify import certify_head
 from certkit.head import Head
 from certkit.kernel import check
 from certkit.search import lower, upper

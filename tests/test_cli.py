@@ -361,14 +361,14 @@ def test_verify_imports_no_heavy_dependency_and_no_producer():
     rc, top, mods = _modules_after(["verify", "--quiet", CERT, str(DATA / "gauss-n128-d1-chain.json")])
     assert rc == 0
     assert not top & set(HEAVY), sorted(top & set(HEAVY))
-    assert not {"certkit.certify", "certkit.scale", "certkit.calibrate", "certkit.audit", "certkit.search",
+    assert not {"certkit.commands.certify", "certkit.commands.scale", "certkit.commands.calibrate", "certkit.commands.audit", "certkit.search",
                 "certkit.symbolic", "certkit.commands", "certkit.api"} & mods
 
 
 def test_help_imports_no_command_module():
     rc, top, mods = _modules_after(["--help"])
     assert rc == 0
-    assert not top & set(HEAVY) and "certkit.kernel" not in mods and "certkit.certify" not in mods
+    assert not top & set(HEAVY) and "certkit.kernel" not in mods and "certkit.commands.certify" not in mods
 
 
 def test_cold_start_import_time_of_verify():

@@ -1,4 +1,4 @@
-"""Property tests stating the mathematics of SPEC §4–§6 for certkit.geometry (untrusted floats).
+"""Property tests stating the mathematics of docs/mathematics.md §4–§6 for certkit.geometry (untrusted floats).
 
 Lemma 4.1 (exact Gibbs decomposition), r = 0 for key-only heads, Lemma 6.1 (kappa_r <=
 sigma_{r+1}, omega <= 2 sigma_{r+1}), the ordering actual <= tau_exact <= tau_width <= tau_spec,
@@ -49,7 +49,7 @@ def exact_rank(M):
 
 
 def exact_visible_rank(Q, K):
-    """r_exact = rank( (Q - 1 q_1^T)(K - 1 k_1^T)^T ) in exact rational arithmetic (SPEC §4.1)."""
+    """r_exact = rank( (Q - 1 q_1^T)(K - 1 k_1^T)^T ) in exact rational arithmetic (docs/mathematics.md §4.1)."""
     Qf = [[Fraction(float(v)) for v in row] for row in Q]
     Kf = [[Fraction(float(v)) for v in row] for row in K]
     Qc = [[a - b for a, b in zip(row, Qf[0])] for row in Qf[1:]]
@@ -82,7 +82,7 @@ def float_rank_doubly_centred(h):
 @given(heads())
 def test_lemma_4_1_gibbs_form_reproduces_attention_and_rank(h):
     """A_i = softmax_j(log pi_j + beta <x_i, y_j>) with x, y in the r-dimensional V (Lemma 4.1),
-    and r_num = rank of the doubly centred logit matrix = r_exact (SPEC §4.1)."""
+    and r_num = rank of the doubly centred logit matrix = r_exact (docs/mathematics.md §4.1)."""
     x, y, log_pi = g.gibbs_form(h.queries, h.keys, h.beta, h.weights)
     A = h.attention()
     assert np.abs(gibbs_matrix(x, y, log_pi, h.beta) - A).max() <= 1e-10
@@ -122,7 +122,7 @@ def test_key_only_heads_have_r_zero_and_rank_one(n, N, d, beta, seed, dyadic):
 def test_lemma_6_1_and_residual_ordering(h):
     """kappa_r <= sigma_{r+1}(Z), omega_K(r) <= 2 kappa_r <= 2 sigma_{r+1}(Z) (U exact: the
     U^perp block carries no query spread), and max_i ||A_i - At_i||_1 <= tau_exact <= tau_width
-    <= tau_spec for every r (Cor. 2.2, SPEC §5.2)."""
+    <= tau_spec for every r (Cor. 2.2, docs/mathematics.md §5.2)."""
     P = g.residual_profile(h.queries, h.keys, h.beta, h.weights)
     assert P.r_max == g.visible_dimension(h.queries, h.keys)["r_num"]
     for row in P:
@@ -154,7 +154,7 @@ def test_width_and_spectral_taus_non_increasing_and_zero_at_r_max(h):
 @given(heads(), st.lists(st.floats(1e-8, 2.5), min_size=2, max_size=8))
 def test_r_svd_int_non_increasing_in_tau(h, taus):
     """r_SVD_int(tau) = min{r : tau_r^width <= tau} is non-increasing in tau, lies in 0..r_max,
-    is 0 for tau >= 2 tanh(.) bounds above 2, and defaults to tau = eps/3 (SPEC §6.3)."""
+    is 0 for tau >= 2 tanh(.) bounds above 2, and defaults to tau = eps/3 (docs/mathematics.md §6.3)."""
     P = g.residual_profile(h.queries, h.keys, h.beta, h.weights)
     taus = sorted(taus)
     rs = [g.r_svd_int(P, t) for t in taus]
@@ -174,7 +174,7 @@ def mean_radius(X):
 @given(heads())
 def test_gamma_with_chebyshev_centres_at_most_gamma_with_means(h):
     """Gamma_W = beta rad(P_W q_i) rad(P_W k_j) with Chebyshev centres is <= the same with the
-    means as centres (SPEC §4.2: any centre is valid, Chebyshev minimises)."""
+    means as centres (docs/mathematics.md §4.2: any centre is valid, Chebyshev minimises)."""
     P = g.residual_profile(h.queries, h.keys, h.beta)
     b = float(h.beta)
     for row in P:
@@ -223,9 +223,9 @@ def test_exactly_r_dimensional_heads_have_r_num_r(r, data):
     assert P.r_max == r and P[r].tau_width <= 1e-9 and P[r].actual <= 1e-9
 
 
-# ------------------------------------------------------------------ SPEC errata (counterexamples)
+# ------------------------------------------------------------------ docs/mathematics.md errata (counterexamples)
 def test_tau_exact_is_not_monotone_in_r():
-    """SPEC §6.2 says all three residual levels are non-increasing in r; tau_exact is not.
+    """docs/mathematics.md §6.2 says all three residual levels are non-increasing in r; tau_exact is not.
     At r = 1 the residual is one-dimensional, so tau_exact(1) = tau_width(1) is optimal over
     every c'; at r = 0 the Chebyshev c' already gives a smaller value."""
     Q = np.array([[-1.0, -1.0], [0.0, -2.0], [0.0, 2.0]])
@@ -237,7 +237,7 @@ def test_tau_exact_is_not_monotone_in_r():
 
 
 def test_literal_tau_spec_fails_with_numerical_U():
-    """SPEC §6.2's 2 tanh(beta (delta^(1) + delta^(2)) sigma_{r+1}(Z) / 2) is not an upper bound
+    """docs/mathematics.md §6.2's 2 tanh(beta (delta^(1) + delta^(2)) sigma_{r+1}(Z) / 2) is not an upper bound
     when U is numerical: a query direction of size 2^-50 (below tol_U) meets keys of size 2^50
     in that direction.  Z = 0, so the literal tau_spec is 0 while the actual error is 0.66; the
     two-block tau_spec used here bounds it.  Also tau_width(r_max) > 0, so r_SVD_int can be

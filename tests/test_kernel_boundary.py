@@ -1,5 +1,5 @@
 """The trusted kernel imports only the stdlib, numpy and python-flint, and nothing in certkit/
-routes a number through mpmath.iv (NUMERICS §1).  Outside the kernel, code reaches it only through
+routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
 the package `certkit.kernel` (its __init__ is the whole public surface), and no module uses another
 module's private (_underscore) names."""
 import ast
@@ -48,7 +48,7 @@ def test_no_mpmath_interval_arithmetic_anywhere_in_certkit():
 
 def test_kernel_size_budget():
     lines = sum(len(f.read_text().splitlines()) for f in KERNEL.glob("*.py"))
-    assert lines <= 1600, lines   # ARCHITECTURE's ~1,500 plus the parametric lattice rule
+    assert lines <= 1600, lines   # docs/design.md's ~1,500 plus the parametric lattice rule
 
 
 

@@ -1,4 +1,4 @@
-"""Lattice constructions (SPEC §8.2-8.4, proofs/lattice-construction.md): the parametric rule
+"""Lattice constructions (docs/mathematics.md §8.2-8.4, proofs/lattice-construction.md): the parametric rule
 against the golden corpus, brute-force counts, independent float computations of the explicit
 matrices, and the scale command."""
 import csv
@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 from certkit.kernel import check, lattice_count, theta_sum
 from certkit.search import lattice as lat
 from certkit.search.writer import certificate
-from certkit.scale import fit_slope
+from certkit.commands.scale import fit_slope
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "lattice")
 with open(os.path.join(GOLDEN, "expected.json")) as f:
@@ -62,7 +62,7 @@ def test_theta_enclosure_contains_the_series(mu):
     ball = theta_sum(mu)
     lo, hi = mpmath.mpf(ball.lower().str(30, radius=False)), mpmath.mpf(ball.upper().str(30, radius=False))
     assert lo <= ref * (1 + mpmath.mpf(10) ** -25) and ref * (1 - mpmath.mpf(10) ** -25) <= hi
-    if mu == 1:                                   # SPEC §8.2: theta = 2.50662828804...
+    if mu == 1:                                   # docs/mathematics.md §8.2: theta = 2.50662828804...
         assert abs(float(ref) - 2.50662828804) < 1e-10
 
 
@@ -176,7 +176,7 @@ def test_headline_65_to_the_4(tmp_path):
     v = check(lat.ball_certificate(str(tmp_path / "h.json"), 4, 640 ** 2, 9, 32, EPS, mode="tokens"))
     assert v.status == "VERIFIED" and v.details["messages"] == 65 ** 4 == 17850625
     lo, hi = v.details["log10_tokens_lower"], v.details["log10_tokens_upper"]
-    # SPEC §8.2: log10(count) ~ beta/(2 ln 10) + 4 log10(theta) = 88945.11 -> an 88,946-digit number
+    # docs/mathematics.md §8.2: log10(count) ~ beta/(2 ln 10) + 4 log10(theta) = 88945.11 -> an 88,946-digit number
     assert 88945.0 < lo <= hi < 88945.2 and math.floor(hi) + 1 == 88946
 
 
@@ -248,7 +248,7 @@ def test_scale_parse_raises_scale_error(args, msg):
     """run() raises (the CLI turns a UserError into exit 64) instead of printing and returning."""
     import argparse
     from certkit import errors
-    from certkit.scale import ScaleError, add_arguments, run
+    from certkit.commands.scale import ScaleError, add_arguments, run
     p = argparse.ArgumentParser()
     add_arguments(p)
     with pytest.raises(ScaleError, match=re.escape(msg)) as e:
@@ -258,7 +258,7 @@ def test_scale_parse_raises_scale_error(args, msg):
 
 def test_scale_eps_is_read_exactly():
     import argparse
-    from certkit.scale import add_arguments, parse_options as parse
+    from certkit.commands.scale import add_arguments, parse_options as parse
     p = argparse.ArgumentParser()
     add_arguments(p)
     assert parse(p.parse_args(["--eps", "0.35"]))[1] == Fraction(7, 20)

@@ -46,6 +46,11 @@ def test_strings_p_over_q_are_exact(p, q):
     assert exact(f" {p}/{q} ") == Fraction(p, q)
 
 
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_hex_floats_are_their_exact_binary_value(x):
+    assert exact(x.hex()) == Fraction(x)
+
+
 @given(st.fractions())
 def test_fractions_ints_and_decimals_are_exact(q):
     assert exact(q) == q and exact(q.numerator) == q.numerator
@@ -54,7 +59,7 @@ def test_fractions_ints_and_decimals_are_exact(q):
 
 
 @pytest.mark.parametrize("x", [float("nan"), float("inf"), -float("inf"), np.nan, Decimal("NaN"), Decimal("Infinity"),
-                               "abc", "1/0", "", "1.2.3", "0x1p-3", None, True, False, [1], {}, object(), 1j])
+                               "abc", "1/0", "", "1.2.3", "0x1p", "0xzz", None, True, False, [1], {}, object(), 1j])
 def test_exact_rejects_non_numbers_naming_the_argument(x):
     with pytest.raises(UserError, match="^--thing: ") as e:
         exact(x, "--thing")

@@ -1,4 +1,4 @@
-"""Property tests that state the mathematics the kernel relies on (SPEC §1.2, §2, §8, NUMERICS §3-4).
+"""Property tests that state the mathematics the kernel relies on (docs/mathematics.md §1.2, §2, §8, docs/numerics.md §3-4).
 
 References are Arb at >= 200 bits or mpmath at 60 digits (for the non-rigorous lemmas), never the
 code under test."""
@@ -60,7 +60,7 @@ def test_pinsker(p, data):
 
 @given(st.lists(st.floats(-50, 50), min_size=2, max_size=8), st.data())
 def test_cohen_fausti(x, data):
-    """||softmax(x + h) - softmax(x)||_1 <= 2 tanh(osc(h)/4)  (SPEC Cor. 2.2)."""
+    """||softmax(x + h) - softmax(x)||_1 <= 2 tanh(osc(h)/4)  (docs/mathematics.md Cor. 2.2)."""
     mpmath.mp.dps = 60
     h = data.draw(st.lists(st.floats(-20, 20), min_size=len(x), max_size=len(x)))
     a, b = _mp_softmax([mpmath.mpf(v) + mpmath.mpf(w) for v, w in zip(x, h)]), _mp_softmax([mpmath.mpf(v) for v in x])
@@ -108,7 +108,7 @@ def test_exp_inclusion_tiny_and_underflow(y):
 
 
 def test_exp_enclosure_is_not_mpmath_iv():
-    """NUMERICS §1: mpmath's iv.exp(2^-40) misses e^(2^-40); ours must contain e^(-2^-40) and
+    """docs/numerics.md §1: mpmath's iv.exp(2^-40) misses e^(2^-40); ours must contain e^(-2^-40) and
     e^(-x) around it."""
     _exp_contains([-2.0 ** -40, -(2.0 ** -40) * (1 + 2.0 ** -30)])
 

@@ -1,4 +1,4 @@
-"""certkit.symbolic (SPEC §3.4, §7) and certkit.audit.tables: identities, constants, the two
+"""certkit.symbolic (docs/mathematics.md §3.4, §7) and certkit.commands.tables: identities, constants, the two
 evaluation routes, monotonicity of R_sym, and byte-identical tables."""
 import decimal
 import math
@@ -11,7 +11,7 @@ import pytest
 import sympy as sp
 from hypothesis import given, strategies as st
 
-from certkit.audit import tables
+from certkit.commands import tables
 from certkit.kernel import arb_to_fraction_lower, arb_to_fraction_upper
 from certkit.symbolic import (P, P_pos, chain_arb, chain_mpmath, evaluate_arb,
                               evaluate_mpmath, rogers, theta, theta_Astar)
@@ -127,7 +127,7 @@ def test_rogers_beats_Astar_exactly_from_m_34():
         rog_smaller = certainly(sp.Lt(rogers(m), theta_Astar(m), evaluate=False), prec=PREC)
         assert rog_smaller is (m >= 34), m          # decided either way, never undecided
     with flint.ctx.workprec(PREC):
-        # SPEC §3.4: theta_65 <= 689.2 whereas theta(A_65^*) = 8.9e4 (both as printed)
+        # docs/mathematics.md §3.4: theta_65 <= 689.2 whereas theta(A_65^*) = 8.9e4 (both as printed)
         r65, a65 = evaluate_arb(rogers(65)), evaluate_arb(theta_Astar(65))
         assert r65 > 689.15 and r65 < 689.25
         assert a65 > 8.85e4 and a65 < 8.95e4
@@ -138,7 +138,7 @@ def test_rogers_and_loglog_only_from_m_3():
         rogers(2)
 
 
-# ---------------------------------------------------------------- SPEC tables
+# ---------------------------------------------------------------- docs/mathematics.md tables
 
 SPEC_82 = {3: ("0.559", "0.376", "0.215", "<0"),
            5: ("0.9636", "0.9457", "0.9279", "0.8929"),
@@ -335,7 +335,7 @@ def _crosses_eta_half(a, b):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "SPEC §3.4 default rule allows the Rogers-average term only for eta < 1/2, so logS jumps "
+    "docs/mathematics.md §3.4 default rule allows the Rogers-average term only for eta < 1/2, so logS jumps "
     "UP as eta crosses 1/2 from below; §7.3's 'logS decreases in eta' fails there.  Reachable "
     "only with the pibar_min refinement (a < 2) and eps' > 1/2; with a = 2, F6 fires first."))
 def test_default_rule_jumps_at_eta_half():
@@ -422,12 +422,15 @@ def test_build_tables_is_deterministic_and_consistent(tmp_path):
                         assert lo <= Fraction(row[stem + "_approx"]) <= hi, (name, row)
     th = list(csv.DictReader(open(d1 / "theta_m.csv")))
     assert [r["chosen"] for r in th[32:34]] == ["Astar", "Rogers"]
-    typ = [r for r in csv.DictReader(open(d1 / "typical_logS.csv")) if r["SPEC_7.4"]]
+    typ = [r for r in csv.DictReader(open(d1 / "typical_logS.csv")) if r["mathematics_7.4"]]
     assert len(typ) == 7
 
 
-def test_tables_main(tmp_path, capsys):
-    assert tables.main(["--out", str(tmp_path), "--format", "md"]) == 0
+def test_tables_run(tmp_path, capsys):
+    import argparse
+    p = argparse.ArgumentParser()
+    tables.add_arguments(p)
+    assert tables.run(p.parse_args(["--out", str(tmp_path), "--format", "md"])) == 0
     out = capsys.readouterr().out.split()
     assert len(out) == 5 and all(p.endswith(".md") for p in out)
 

@@ -1,4 +1,4 @@
-"""Rule upper-chain — proofs/chain-rule.md (SPEC §5 Thm 5.1 with §3.5 and the chain §7.2).
+"""Rule upper-chain — proofs/chain-rule.md (docs/mathematics.md §5 Thm 5.1 with §3.5 and the chain §7.2).
 
 Statement.  For any W (d x r), E (d x s), F = [W | E], M = I - F F^T, centres c, e (R^r),
 c1 (R^s), c' (R^d), exactly (real arithmetic):
@@ -126,7 +126,7 @@ def geometry(inst, W, c, e, E, c1, c2):
 
 
 def theta(m):
-    """An Arb ball containing an admissible covering density theta_m (SPEC §3.4)."""
+    """An Arb ball containing an admissible covering density theta_m (docs/mathematics.md §3.4)."""
     if m == 1:
         return flint.arb(1)
     M = flint.arb(m)
@@ -144,7 +144,7 @@ def P(m, y):
 
 
 def chain(g, eps, n):
-    """SPEC §7.2 F2-F12 in Arb from the geometry g: dict of Arb balls and R_sym (int)."""
+    """docs/mathematics.md §7.2 F2-F12 in Arb from the geometry g: dict of Arb balls and R_sym (int)."""
     out = {"tau": None, "epsp": None, "Gamma": None, "eta": None, "S": None}
     cap = min(n, g["N"])
     with flint.ctx.workprec(128):

@@ -1,4 +1,4 @@
-"""Rule upper-covering — proofs/cover-rank.md (SPEC §9.2).
+"""Rule upper-covering — proofs/cover-rank.md (docs/mathematics.md §9.2).
 
 Statement: with representatives R (row indices) and an assignment sigma(i) in R, if
 ||A_i - A_sigma(i)||_1 <= eps for all i then r_eps(A) <= |R| (B_i := A_sigma(i)).

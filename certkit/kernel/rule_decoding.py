@@ -1,4 +1,4 @@
-"""Rules lower-decoding-margin and lower-decoding-inverse-norm (SPEC §8.1).
+"""Rules lower-decoding-margin and lower-decoding-inverse-norm (docs/mathematics.md §8.1).
 
 Setting: message rows i_1..i_M, a decoder G (N x M, sum_b |G_jb| <= 1 per column j; cells are
 indicator columns), T_A = (A_{i_a} G)_{a,b}.  For any B with max_i ||A_i - B_i||_1 <= eps,

@@ -1,4 +1,4 @@
-"""Rule upper-factorization — proofs/factor-rank.md (SPEC §9.1).
+"""Rule upper-factorization — proofs/factor-rank.md (docs/mathematics.md §9.1).
 
 Statement: if B = U V^T exactly (U: n x k, V: N x k, the exact product of the stored binary64
 factors) and max_i ||A_i - B_i||_1 <= eps, then r_eps(A) <= k.

@@ -1,4 +1,4 @@
-"""Rule lower-frobenius-tail — proofs/frobenius-tail.md (SPEC Lemma 8.3).
+"""Rule lower-frobenius-tail — proofs/frobenius-tail.md (docs/mathematics.md Lemma 8.3).
 
 Statement: C = S A G (S selects n' rows, G a decoder, default all rows and G = I).  If
 rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2.  So

@@ -1,5 +1,5 @@
 """Rule lower-lattice: parametric lattice constructions, checked without enumerating tokens
-(SPEC §8.2-8.4, proofs/lattice-construction.md).
+(docs/mathematics.md §8.2-8.4, proofs/lattice-construction.md).
 
 * ball (d, beta, spacing L, half-width K, mode): keys u/sqrt(beta), u in T = {u in Z^d : |u|^2 <= beta},
   weights e^{-|u|^2/2} (mode weights) or integer multiplicities ceil(e^{(beta-|u|^2)/2}) (mode

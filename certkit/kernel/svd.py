@@ -1,4 +1,4 @@
-"""Verified singular values (proofs/verified-svd.md; NUMERICS §4, INTLAB style).
+"""Verified singular values (proofs/verified-svd.md; docs/numerics.md §4, INTLAB style).
 
 For X (m x n, m >= n) and a float thin SVD U, s, V with alpha_U >= ||U^T U - I||_2,
 alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:

@@ -1,8 +1,8 @@
-"""Untrusted producer of upper-chain witnesses (SPEC §5–§7; the kernel rule is
+"""Untrusted producer of upper-chain witnesses (docs/mathematics.md §5–§7; the kernel rule is
 certkit/kernel/rule_chain.py, proofs/chain-rule.md).
 
 For a head and r, the witness is the SVD-bridge subspace W_r = span{v_1..v_r} of the centred
-visible key matrix Z (SPEC §6.1), near-Chebyshev centres c, e of the r-dimensional queries and
+visible key matrix Z (docs/mathematics.md §6.1), near-Chebyshev centres c, e of the r-dimensional queries and
 keys, and (blocks = 2) the block E_1 = U ⊖ W_r with its query centre; the complement
 U^perp gets the Chebyshev centre c' of the projected queries.  Any values are *valid* (the
 kernel recomputes every radius from the instance); good ones make the chain bound small.

@@ -1,4 +1,4 @@
-"""Lattice constructions of SPEC §8.2-8.4 (untrusted): parameters, parametric certificates, and
+"""Lattice constructions of docs/mathematics.md §8.2-8.4 (untrusted): parameters, parametric certificates, and
 small explicit materialisations for the generic decoding rule.
 
 ball (d, beta, L, K, cell [lo, hi], mode): rows A_a(u) ∝ e^{-|u - L a|^2/2} on
@@ -172,7 +172,7 @@ def materialise_sphere(d, mu, R2):
 
 
 def visible_singular_values(head):
-    """Singular values of the doubly centred logit matrix (l_ij - l_1j - l_i1 + l_11)/beta (SPEC §4.1);
+    """Singular values of the doubly centred logit matrix (l_ij - l_1j - l_i1 + l_11)/beta (docs/mathematics.md §4.1);
     the visible dimension is their numerical rank."""
     Qc, Kc = head.queries - head.queries[0], head.keys - head.keys[0]
     return np.linalg.svd(Qc @ Kc.T, compute_uv=False)

@@ -1,4 +1,4 @@
-"""Untrusted lower search (SPEC §8.1): decoding contractions and Frobenius tails.
+"""Untrusted lower search (docs/mathematics.md §8.1): decoding contractions and Frobenius tails.
 
 For message rows i_1..i_M and disjoint column cells C_1..C_M, T_A[a, b] = A_{i_a}(C_b).
 * margin (Lemma 8.1): T_A[a,a] - sum_{b != a} |T_A[a,b]| > eps for all a  =>  r_eps >= M;

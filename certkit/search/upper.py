@@ -1,11 +1,11 @@
-"""Untrusted upper search (SPEC §9): factorisations B = C G of rank k with max_i ||A_i - B_i||_1 <= eps.
+"""Untrusted upper search (docs/mathematics.md §9): factorisations B = C G of rank k with max_i ||A_i - B_i||_1 <= eps.
 
 Every candidate is judged by the kernel (a `judge(U, V) -> certified max row error` callable);
 a rank is claimed only when the kernel's certified error is <= eps.  Floats choose, the kernel
 decides.  Stages, each started from the best so far:
 
 1. truncated SVD (Eckart–Young in Frobenius; the baseline every peer is compared with);
-2. (optional, `bases=True`) LP best-row fits (SPEC §9.3): for a basis G (k x N) every row is
+2. (optional, `bases=True`) LP best-row fits (docs/mathematics.md §9.3): for a basis G (k x N) every row is
    fitted by min_c ||A_i - c^T G||_1, solved by HiGHS in the dual form
    max_y <A_i, y>  s.t.  G y = 0, -1 <= y <= 1  (c = minus the equality marginals);
    bases: top right singular vectors, greedy rows (column-pivoted QR order), their union;

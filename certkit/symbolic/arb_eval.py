@@ -10,7 +10,7 @@
   sympy.Float, raises TypeError.  Precision: prec bits if given, else the caller's
   flint.ctx (use `with flint.ctx.workprec(p):`).
 * evaluate_mpmath(expr, dps, env=None): the same whitelist walked with mpmath.mp at dps
-  decimal digits.  Non-rigorous (NUMERICS §1): an independent cross-check for audits and the
+  decimal digits.  Non-rigorous (docs/numerics.md §1): an independent cross-check for audits and the
   "approximate" columns of tables, never a deciding number.
 
 chain_arb / chain_mpmath evaluate chain.chain(...) line by line by each route.
@@ -351,7 +351,7 @@ def _lines(ex, w):
 
 def chain_arb(beta, eps, n, N, r, rho_Q, rho_K, delta_Q, omega_K=None, sigma_next=None,
               pibar_min=None, exact_W=False, prec=128):
-    """SPEC §7.2 evaluated with Arb (rules of §7.3) at prec bits.
+    """docs/mathematics.md §7.2 evaluated with Arb (rules of §7.3) at prec bits.
 
     Real inputs may be exact numbers (see chain.to_exact) or flint.arb balls (then every
     enclosure holds for every point of the input balls).  Returns a dict with flint.arb

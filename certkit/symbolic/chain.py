@@ -1,4 +1,4 @@
-"""SPEC §3.4 and §7.2 as sympy expressions.
+"""docs/mathematics.md §3.4 and §7.2 as sympy expressions.
 
 Every function here builds an exact sympy expression (Integer/Rational leaves, pi, exp, log,
 sqrt, gamma, binomial, Min, floor, Piecewise).  No sympy.Float is ever created: inputs are
@@ -7,7 +7,7 @@ binary value).  Decisions that depend on real values (F3, F6, the eta >= 2 / eta
 of the default N_net rule) are left as *unevaluated* relationals inside the expression, so
 that the evaluator decides them: the Arb walker (arb_eval.evaluate_arb) with three-valued
 logic, the mpmath walker (arb_eval.evaluate_mpmath) by plain comparison.  sympy's own
-numerical comparison is never used to decide anything (NUMERICS §1, §2).
+numerical comparison is never used to decide anything (docs/numerics.md §1, §2).
 
 The same `chain(...)` output is evaluated by both routes (arb_eval.chain_arb and
 arb_eval.chain_mpmath).
@@ -66,7 +66,7 @@ def _m(m):
 
 @_unevaluated
 def P(m, y):
-    """P_m(y) = (y+1)^m - (y-1)^m (SPEC §3.4), as written (not for interval evaluation)."""
+    """P_m(y) = (y+1)^m - (y-1)^m (docs/mathematics.md §3.4), as written (not for interval evaluation)."""
     y = to_exact(y)
     return (y + 1) ** m - (y - 1) ** m
 
@@ -108,14 +108,14 @@ def rogers(m):
     """Rogers (1957): m ln m + m ln ln m + 5m, for m >= 3 only (ln ln m > 0 needs m >= 3)."""
     m = _m(m)
     if m < 3:
-        raise ValueError("Rogers' bound is used for m >= 3 only (SPEC §7.3)")
+        raise ValueError("Rogers' bound is used for m >= 3 only (docs/mathematics.md §7.3)")
     mm = sp.Integer(m)
     return mm * sp.log(mm) + mm * sp.log(sp.log(mm)) + 5 * mm
 
 
 @_unevaluated
 def theta(m):
-    """Default theta_m = min(theta(A_m^*), Rogers_m [m >= 3]); theta_1 = 1 (SPEC §3.4)."""
+    """Default theta_m = min(theta(A_m^*), Rogers_m [m >= 3]); theta_1 = 1 (docs/mathematics.md §3.4)."""
     m = _m(m)
     if m == 1:
         return sp.Integer(1)
@@ -128,7 +128,7 @@ def theta(m):
 
 @_unevaluated
 def logN_net(m, eta, expanded=True):
-    """log of the default N_net(m, eta) bound (SPEC §3.4 "Default rule"):
+    """log of the default N_net(m, eta) bound (docs/mathematics.md §3.4 "Default rule"):
 
         0                                                      if eta >= 2
         min( log P(m, 2/eta), [log theta_m + log P(m, 1/eta)  if eta < 1/2] )   otherwise.
@@ -151,14 +151,14 @@ def logN_net(m, eta, expanded=True):
 # ---------------------------------------------------------------- §7.2: the chain
 
 def _two_minus(x):
-    """2 - 4/(1 + exp(x)) = 2 tanh(x/2), x occurring once (SPEC §7.3)."""
+    """2 - 4/(1 + exp(x)) = 2 tanh(x/2), x occurring once (docs/mathematics.md §7.3)."""
     return 2 - 4 / (1 + sp.exp(x))
 
 
 @_unevaluated
 def chain(beta, eps, n, N, r, rho_Q, rho_K, delta_Q, omega_K=None, sigma_next=None,
           pibar_min=None, exact_W=False):
-    """The chain F1..F13 of SPEC §7.2 for one r, as a dict of sympy expressions.
+    """The chain F1..F13 of docs/mathematics.md §7.2 for one r, as a dict of sympy expressions.
 
     Keys (None where a line is not reached / not applicable):
       m, omega (F1), tau (F2), F3 (relational tau < eps: the certificate exists only if it

@@ -234,7 +234,7 @@ def oracle_violations(path):
 
 
 def chain_oracle(inst, w, base, c):
-    """Float64 recomputation of the chain certificate (SPEC §5, §7) with the mpmath route of
+    """Float64 recomputation of the chain certificate (docs/mathematics.md §5, §7) with the mpmath route of
     certkit.symbolic (independent of the kernel): [] when it supports the claim."""
     from certkit.symbolic.arb_eval import chain_mpmath
     d = inst.Q.shape[1]

@@ -23,9 +23,9 @@ def ball(d, beta, L, K, mode="weights"):
 
 SPHERE3 = {"construction": "sphere", "d": "3", "mu": "9/2", "radius_squared": "100"}
 CASES = {  # name: (document, verdict, message fragment, reason)
-    # 65^4: d (L K + h)^2 = 4 (9*32 + 4)^2 = 341056 <= 409600; margin 2(S_4/theta)^4 - 1 ~ 0.99998 (SPEC table, L = 9)
+    # 65^4: d (L K + h)^2 = 4 (9*32 + 4)^2 = 341056 <= 409600; margin 2(S_4/theta)^4 - 1 ~ 0.99998 (docs/mathematics.md table, L = 9)
     "ball-65x4-tokens": (doc(ball(4, 409600, 9, 32, "tokens"), {"cell": ["-4", "4"]}, 17850625), "VERIFIED", ">= 17850625", ""),
-    # d = 2, L = 5: margin 0.9636 (SPEC table); 2 (5*2 + 2)^2 = 288 <= 400
+    # d = 2, L = 5: margin 0.9636 (docs/mathematics.md table); 2 (5*2 + 2)^2 = 288 <= 400
     "ball-d2-weights": (doc(ball(2, 400, 5, 2), {"cell": ["-2", "2"]}, 25), "VERIFIED", ">= 25", ""),
     # even spacing L = 4, cells {-2..1}: h = 2; 3 (4*3 + 2)^2 = 588 <= 600
     "ball-d3-even": (doc(ball(3, 600, 4, 3), {"cell": ["-2", "1"]}, 343, eps="1/2"), "VERIFIED", ">= 343", ""),
@@ -45,7 +45,7 @@ CASES = {  # name: (document, verdict, message fragment, reason)
     "ball-65x4-L10": (doc(ball(4, 409600, 10, 32, "tokens"), {"cell": ["-5", "4"]}, 17850625), "REJECTED", "lower-lattice/ball/inside", ""),
     # cells {-3..3} (7 wide) overlap at spacing 5
     "ball-overlapping-cells": (doc(ball(2, 400, 5, 1), {"cell": ["-3", "3"]}, 9), "REJECTED", "lower-lattice/ball/cells", ""),
-    # d = 6, L = 3: 2 (S_1/theta)^6 - 1 < 0 (SPEC table)
+    # d = 6, L = 3: 2 (S_1/theta)^6 - 1 < 0 (docs/mathematics.md table)
     "ball-d6-L3": (doc(ball(6, 10 ** 6, 3, 100), {"cell": ["-1", "1"]}, 201 ** 6, eps="1/100"), "REJECTED", "lower-lattice/ball/margin", ""),
     "sphere-one-point-too-many": (doc(SPHERE3, {}, 318), "REJECTED", "lower-lattice/sphere/size", ""),
     # mu = 2: theta_2^2 - 1 ~ 0.93 > 0.4815

@@ -5,7 +5,7 @@ import json
 import os
 from fractions import Fraction
 
-from ..numbers import tag
+from ...numbers import tag
 
 
 def group_path(out, L, l, h, m):

@@ -1,22 +1,20 @@
-"""Audit tables of the constants of SPEC §3.4, §3.5, §7.4 and §8.2.
+"""Audit tables of the constants of docs/mathematics.md §3.4, §3.5, §7.4 and §8.2.
 
 Every rigorous column is an Arb enclosure [lo, hi] (certkit.symbolic.arb_eval.evaluate_arb)
 printed with 12 significant digits, lo rounded toward -inf and hi toward +inf from the
 outward-rounded binary64 endpoints (kernel.fp.arb_down / arb_up), so the printed interval
 contains the true value.  The "approx" columns are the same sympy expressions evaluated by
-mpmath.mp at 40 digits and printed with 30 (non-rigorous cross-check, NUMERICS §1).
+mpmath.mp at 40 digits and printed with 30 (non-rigorous cross-check, docs/numerics.md §1).
 
 build_tables(outdir) writes <name>.csv, <name>.md and <name>.tex for each table; the output
 is a pure function of the code (no dates, fixed formatting), so reruns are byte-identical.
 
-    python -m certkit.audit.tables --out data/tables --format all
+    certkit tables --out data/tables --format all
 """
-import argparse
 import csv
 import decimal
 import io
 import os
-import sys
 from fractions import Fraction
 
 import flint
@@ -176,7 +174,7 @@ def gauss_sum(lo, hi):
 
 def theta_gauss_arb(T=T_THETA):
     """An Arb ball containing theta = sum_{n in Z} e^{-n^2/2}: [S_T, S_T + tail],
-    tail = 2 e^{-(T+1)^2/2} / (1 - e^{-(T+1)}) (SPEC §8.2 step 2)."""
+    tail = 2 e^{-(T+1)^2/2} / (1 - e^{-(T+1)}) (docs/mathematics.md §8.2 step 2)."""
     S = evaluate_arb(gauss_sum(-T, T))
     tail = evaluate_arb(2 * sp.exp(-sp.Rational((T + 1) ** 2, 2)) / (1 - sp.exp(-(T + 1))))
     return S.union(S + tail)
@@ -217,9 +215,9 @@ def typical_chain(r, Gamma, epsp):
 
 
 def table_typical():
-    """(e) log10 S_r (SPEC §7.4, R = 3) and the F13 shape, on the grid r x Gamma x eps'."""
+    """(e) log10 S_r (docs/mathematics.md §7.4, R = 3) and the F13 shape, on the grid r x Gamma x eps'."""
     head = ["r", "m", "Gamma", "epsp", "log10S_lo", "log10S_hi", "log10S_approx",
-            "log10shape_lo", "log10shape_hi", "SPEC_7.4"]
+            "log10shape_lo", "log10shape_hi", "mathematics_7.4"]
     rows = []
     for r in R_TYP:
         for G in GAMMA_TYP:
@@ -233,11 +231,11 @@ def table_typical():
 
 
 TABLES = (
-    ("theta_m", "theta_m: covering densities (SPEC 3.4)", table_theta),
-    ("n_net", "N_net(m, eta): default-rule bound (SPEC 3.4)", table_n_net),
-    ("c_m", "C_m constants of the symbolic shape, R = 3 (SPEC 3.5)", table_c_m),
-    ("lattice_margins", "Lattice margins 2(S_h/theta)^d - 1 (SPEC 8.2)", table_lattice),
-    ("typical_logS", "Typical log10 S_r, R = 3 (SPEC 7.4)", table_typical),
+    ("theta_m", "theta_m: covering densities (docs/mathematics.md §3.4)", table_theta),
+    ("n_net", "N_net(m, eta): default-rule bound (docs/mathematics.md §3.4)", table_n_net),
+    ("c_m", "C_m constants of the symbolic shape, R = 3 (docs/mathematics.md §3.5)", table_c_m),
+    ("lattice_margins", "Lattice margins 2(S_h/theta)^d - 1 (docs/mathematics.md §8.2)", table_lattice),
+    ("typical_logS", "Typical log10 S_r, R = 3 (docs/mathematics.md §7.4)", table_typical),
 )
 
 NOTE = ("_lo/_hi: Arb enclosure, 12 significant digits rounded outward (rigorous). "
@@ -298,17 +296,15 @@ def build_tables(outdir="data/tables", formats=FORMATS, names=None):
     return written
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m certkit.audit.tables",
-                                 description="Write the audit tables (CSV, Markdown, LaTeX).")
-    ap.add_argument("--out", default="data/tables", help="output directory")
-    ap.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
-    args = ap.parse_args(argv)
-    formats = FORMATS if args.format == "all" else (args.format,)
-    for p in build_tables(args.out, formats):
-        print(p)
+def add_arguments(p):
+    p.add_argument("--out", default="data/tables", metavar="DIR", help="output folder (default data/tables)")
+    p.add_argument("--format", choices=("csv", "md", "tex", "all"), default="all")
+
+
+def run(args):
+    """certkit tables: write every table in the chosen formats, print the paths."""
+    from ..search.writer import ensure_folder
+    ensure_folder(args.out, "--out")
+    for path in build_tables(args.out, FORMATS if args.format == "all" else (args.format,)):
+        print(path)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,12 +13,12 @@ import tempfile
 import time
 from fractions import Fraction
 
-from . import synthetic
-from .errors import UserError
-from .head import Head
-from .kernel import max_row_error
-from .numbers import exact, parse_beta, parse_eps_list, tag
-from .search import lower, upper, writer
+from .. import synthetic
+from ..errors import UserError
+from ..head import Head
+from ..kernel import max_row_error
+from ..numbers import exact, parse_beta, parse_eps_list, tag
+from ..search import lower, upper, writer
 
 EPS_DEFAULT = "1/10,1/4,1/2"
 PEERS_DEFAULT = "svd,nystrom,performer,linformer"
@@ -104,7 +104,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory; None where the search found none), with the peers' smallest k.
     A, inst: head.attention() and head.instance() when the caller shares them between eps."""
-    from .api import Certificate, Sandwich
+    from ..api import Certificate, Sandwich
     t0 = time.perf_counter()
     A = head.attention() if A is None else A
     inst = head.instance() if inst is None else inst
@@ -118,7 +118,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None):
     seconds = time.perf_counter() - t0
     found = {}
     for p in peers:
-        from .search import peers as peer_mod
+        from ..search import peers as peer_mod
         try:
             res = peer_mod.smallest_rank(p, A, head, inst, float(eps), seed=seed)
         except ValueError as e:                 # the peer does not apply to this head
@@ -197,7 +197,7 @@ def run(args):
     eps_list = parse_eps_list(args.eps)
     peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
     if peers:
-        from .search.peers import PEERS
+        from ..search.peers import PEERS
     for p in peers:
         if p not in PEERS:
             raise CertifyError(f"--peers: unknown peer {p!r} (choose from {', '.join(PEERS)} or none)")

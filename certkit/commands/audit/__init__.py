@@ -14,21 +14,18 @@ In memory (plain Python records, nothing printed or written):
     audit_certificate(path, rs="auto", with_torch=True) -> list[dict]
     flags(records) -> list[dict]                                          the disagreements
 
-The names are imported on first use: `import certkit.audit` loads neither sympy nor torch.  Once
-imported, this package is also the attribute certkit.audit, which the public API documents as a
-function: the module is therefore callable, certkit.audit(...) being certkit.api.audit(...).
+The names are imported on first use: `import certkit.commands.audit` loads neither sympy nor torch.
+certkit.audit (the public API) calls audit_head / audit_certificate.
 """
-import sys
-import types
 _HOMES = {"audit_head": "core", "audit_certificate": "core", "AuditError": "core", "NotAuditable": "core",
           "flags": "compare", "add_arguments": "report", "run": "report", "render": "report"}
 __all__ = sorted(_HOMES)
 
 
 def __getattr__(name):
-    """certkit.audit.X for the names above, imported on first use (PEP 562)."""
+    """certkit.commands.audit.X for the names above, imported on first use (PEP 562)."""
     if name not in _HOMES:
-        raise AttributeError(f"module 'certkit.audit' has no attribute {name!r}")
+        raise AttributeError(f"module 'certkit.commands.audit' has no attribute {name!r}")
     import importlib
     value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
     globals()[name] = value
@@ -37,14 +34,3 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
-
-
-class _CallableModule(types.ModuleType):
-    """certkit.audit(head_or_path, eps=None, r="auto", with_torch=True) is certkit.api.audit."""
-
-    def __call__(self, *args, **kwargs):
-        from ..api import audit
-        return audit(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

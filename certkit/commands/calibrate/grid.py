@@ -2,9 +2,9 @@
 atomically and skipped when already there (resumable).
 
 For the model's head at length L and beta = m / sqrt(d_head) (m = 1 is the model), and each eps:
-* r_exact: the numerical visible dimension (SPEC §4.4), with its certified lower bound;
-* r_SVD_int(eps/3) and r_opt from the SVD-bridge residual profile tau_r (SPEC §6.2-6.3);
-* R_sym: the symbolic chain bound (SPEC §7), as a kernel-VERIFIED upper-chain certificate;
+* r_exact: the numerical visible dimension (docs/mathematics.md §4.4), with its certified lower bound;
+* r_SVD_int(eps/3) and r_opt from the SVD-bridge residual profile tau_r (docs/mathematics.md §6.2-6.3);
+* R_sym: the symbolic chain bound (docs/mathematics.md §7), as a kernel-VERIFIED upper-chain certificate;
 * R_con and the lower bound: kernel-VERIFIED constructive certificates (certkit certify's searches);
 * Gamma = beta rho_Q rho_K of the full visible space, and the tau_r curves.
 One JSON file per group under OUT/configs (configs.py); certificates under
@@ -15,12 +15,12 @@ import time
 from fractions import Fraction
 
 from . import CalibrateError
-from .. import geometry
+from ... import geometry
 from ..certify import certify_lower, certify_upper
-from ..numbers import OverSqrt, tag
-from ..search import writer
-from ..search.chain import best_chain, kept_keys
-from ..symbolic.float_chain import log_size
+from ...numbers import OverSqrt, tag
+from ...search import writer
+from ...search.chain import best_chain, kept_keys
+from ...symbolic.float_chain import log_size
 from .configs import group_path, write_atomic
 
 # Certificates: arrays above 256 entries as content-named .npy sidecars, so the queries and keys of
@@ -115,9 +115,9 @@ def head_task(task):
 def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False):
     """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
     layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
-    parsed values (certkit.calibrate.parse_options).  Writes out/meta.json, one config per group
+    parsed values (certkit.commands.calibrate.parse_options).  Writes out/meta.json, one config per group
     and the certificates; returns (groups computed now, groups already done, meta)."""
-    from ..models import extract as ex
+    from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
@@ -183,7 +183,7 @@ def in_range(idx, limit, what):
 def float64_check(model, tok, info, L):
     """max |rebuild - attention| with the model in float64 (expected 0 up to float64 rounding)."""
     import copy
-    from ..models import extract as ex
+    from ...models import extract as ex
     m64 = copy.deepcopy(model).double()
     c = ex.capture(m64, info, ex.token_window(tok, info["kind"], L))
     return ex.reconstruction_error(c)

@@ -1,5 +1,5 @@
 """certkit scale: the scaling laws of the approximation rank, every point a kernel-VERIFIED
-parametric lower bound (SPEC §8.2-8.4, proofs/lattice-construction.md).
+parametric lower bound (docs/mathematics.md §8.2-8.4, proofs/lattice-construction.md).
 
 * sphere (d = 2, 3, 4): hemisphere lattice, r_eps >= M(beta) ~ V_{d-1} (beta/mu)^{(d-1)/2};
 * ball (d = 2, 3, 4, 6): discrete-Gaussian messages with integer token multiplicities,
@@ -8,7 +8,7 @@ parametric lower bound (SPEC §8.2-8.4, proofs/lattice-construction.md).
   r_eps >= (2K+1)^r ~ Gamma^{r/2}.
 For each line: the least-squares slope of log M against log beta (log Gamma) with a 95 %
 t-interval, against the theory exponent.  Where the covering upper bound is informative (small
-d) its Arb value (Theorems 3.3 / 3.4 / 4.2 through the symbolic chain of SPEC §7) is plotted too.
+d) its Arb value (Theorems 3.3 / 3.4 / 4.2 through the symbolic chain of docs/mathematics.md §7) is plotted too.
 Outputs under --out: points.csv, slopes.csv, scaling.md, summary.json, <family>.png and the
 certificates.
 """
@@ -22,10 +22,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import UserError
-from .kernel import check
-from .numbers import parse_eps
-from .search import lattice as lat
+from ..errors import UserError
+from ..kernel import check
+from ..numbers import parse_eps
+from ..search import lattice as lat
 
 EPS_DEFAULT = Fraction(35, 100)
 FAMILIES = {   # dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
@@ -55,7 +55,7 @@ def chain_log10_upper(family, dim, beta, eps, K=None, L=None):
     geometry at this beta (Arb, upper end): sphere m = d (Thm 3.3), ball m = d + 1 (Thm 3.4),
     interaction m = r + 1 with Gamma = beta' rho_Q rho_K (Thm 4.2).  Not a kernel certificate."""
     import flint
-    from .symbolic.arb_eval import chain_arb
+    from ..symbolic.arb_eval import chain_arb
     big = 10 ** 400
     if family == "interaction":
         rho = flint.arb(beta).sqrt()
@@ -173,7 +173,7 @@ def crosscheck_pair(con, p, eps, stem):
     explicit Head, extra parameter text, numerical visible dimension or None).  The explicit head is
     the instance materialised (exact dyadic entries; sphere points float-rounded) with all rows as
     messages and its cells, for lower-decoding-margin."""
-    from .search.writer import certificate
+    from ..search.writer import certificate
     e = p.get("eps", eps)
     pp, xp = stem + ".parametric.json", stem + ".explicit.json"
     extra, vis = "", None
@@ -349,7 +349,7 @@ def parse_options(args):
 def run(args):
     """Exit 0: every point VERIFIED and every slope within tolerance; 1 otherwise.  Bad input raises
     ScaleError (a UserError: the CLI's exit 64); an --out that cannot be a folder, OutputError (73)."""
-    from .search.writer import ensure_folder
+    from ..search.writer import ensure_folder
     fams, eps = parse_options(args)
     from tqdm import tqdm
     out = ensure_folder(args.out, "--out")

@@ -1,9 +1,9 @@
 """The audit's routes: every quantity of the upper-chain rule for one (head, eps, witness), computed
-five ways (proofs/chain-rule.md, SPEC §5-§7).
+five ways (proofs/chain-rule.md, docs/mathematics.md §5-§7).
 
     rho_Q, rho_K, delta_1, omega_1, delta_2, omega_2, ortho, osc_bias, osc   (geometry)
     tau = 2 tanh(osc/4), eps' = eps - tau, Gamma = beta rho_Q rho_K,
-    eta = eps'/sqrt(6 Gamma), log10 S, R_sym                                  (chain, SPEC §7.2)
+    eta = eps'/sqrt(6 Gamma), log10 S, R_sym                                  (chain, docs/mathematics.md §7.2)
 
     numpy f64, torch f32, torch f64   plain floating point: the geometry here, the chain by
                                       certkit.symbolic.float_chain in the backend's arithmetic;
@@ -24,11 +24,11 @@ import mpmath
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from .. import geometry
-from ..head import Head, softmax_rows
-from ..kernel import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
-from ..symbolic import float_chain
-from ..symbolic.arb_eval import chain_arb, chain_mpmath
+from ... import geometry
+from ...head import Head, softmax_rows
+from ...kernel import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
+from ...symbolic import float_chain
+from ...symbolic.arb_eval import chain_arb, chain_mpmath
 
 GEOMETRY = ["rho_Q", "rho_K", "delta_1", "omega_1", "delta_2", "omega_2", "ortho", "osc_bias", "osc"]
 CHAIN = list(float_chain.CHAIN)           # tau, epsp, Gamma, eta, log10_S, R_sym

@@ -7,15 +7,15 @@ with its category:
                  witness's actual row error max_i ||A_i - At_i||_1 above the kernel's tau;
     routes       the mpmath value outside the Arb walker's ball (compared exactly), or their R_sym differ;
     ordering     actual <= tau^exact <= tau^width <= tau^spec violated at some r of the
-                 SVD-bridge profile (SPEC §6.2; geometry.residual_profile).
+                 SVD-bridge profile (docs/mathematics.md §6.2; geometry.residual_profile).
 """
 from fractions import Fraction
 
 import flint
 import mpmath
 
-from ..kernel import arb_to_fraction_lower, arb_to_fraction_upper
-from ..symbolic.arb_eval import mpf_fraction
+from ...kernel import arb_to_fraction_lower, arb_to_fraction_upper
+from ...symbolic.arb_eval import mpf_fraction
 from .routes import GEOMETRY, LOWER, QUANTITIES
 
 KINDS = ("outside", "unsound", "routes", "ordering")
@@ -109,7 +109,7 @@ def ordering(levels):
 
 
 def flags(records):
-    """The disagreements of audit records (certkit.audit.audit_head / audit_certificate), one dict
+    """The disagreements of audit records (certkit.commands.audit.audit_head / audit_certificate), one dict
     per flag: {"source", "eps", "r", "kind" (outside, unsound, routes or ordering), "message"};
     [] when every route agrees."""
     return [{"source": rec["source"], "eps": rec["eps"], "r": rec["r"], "kind": f.split(":", 1)[0], "message": f}

@@ -10,19 +10,17 @@ lower bound as VERIFIED constructive certificates, Gamma and the tau_r curves.
     report.py   statistics, results.{csv,json}, SUMMARY.md and plots
 
 calibrate() is the in-memory entry point; run(args) is the command line over it.  Importing this
-package loads neither torch nor the searches: they are imported when a grid runs.  Once imported,
-this package is also the attribute certkit.calibrate, which the public API documents as a
-function: the module is therefore callable, certkit.calibrate(...) being calibrate(...).
+package loads neither torch nor the searches: they are imported when a grid runs.
+certkit.calibrate (the public API) calls calibrate().
 """
 import os
 import sys
 import tempfile
 import time
-import types
 from fractions import Fraction
 
-from ..errors import UserError
-from ..numbers import exact, parse_eps_list
+from ...errors import UserError
+from ...numbers import exact, parse_eps_list
 
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
@@ -113,7 +111,7 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     the three PNGs); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; progress: a tqdm bar on stderr."""
-    from ..search.writer import ensure_folder
+    from ...search.writer import ensure_folder
     from .grid import run_grid
     from .report import write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
@@ -140,11 +138,11 @@ def add_arguments(p):
 
 def run(args):
     """The command: 0 done, 130 interrupted (finished groups are kept); bad input raises a UserError."""
-    from ..models.extract import model_name
+    from ...models.extract import model_name
     from .report import PAPER
     opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
-    from ..search.writer import ensure_folder
+    from ...search.writer import ensure_folder
     ensure_folder(out, "--out")
     t0 = time.perf_counter()
     layers, heads, lengths, mults, eps_list, workers = opts
@@ -167,13 +165,3 @@ def run(args):
               f"(paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
     print(f"{time.perf_counter() - t0:.1f} s; summary in {out}/SUMMARY.md", file=sys.stderr)
     return 0
-
-
-class _CallableModule(types.ModuleType):
-    """certkit.calibrate(model="minilm", ...) is calibrate() (as certkit.api.calibrate)."""
-
-    def __call__(self, *args, **kwargs):
-        return calibrate(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
