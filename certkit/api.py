@@ -172,9 +172,30 @@ def verify(target, route="fast"):
         return [verify(t, route) for t in target]
     path = os.fspath(target)
     if os.path.isdir(path):
-        found = sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".json"))
-        return [check(p, route) for p in found]
+        return [check(p, route) for p in certificates_under(path)[0]]
     return check(path, route)
+
+
+def certificates_under(folder):
+    """(certificates, skipped): the *.json files below folder, recursively and sorted, whose JSON
+    says "format": "certkit-certificate" (a file that is not JSON at all counts: it is a broken
+    certificate, MALFORMED), and the other JSON files."""
+    from .errors import InputError
+    from .kernel import FORMAT, Malformed
+
+    def refuse(e):
+        raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
+    found = []
+    for root, dirs, files in os.walk(folder, onerror=refuse):
+        found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+    certs, skipped = [], []
+    for f in sorted(found, key=lambda f: os.path.relpath(f, folder).split(os.sep)):
+        try:
+            doc, _ = read_json(f)
+        except Malformed:
+            doc = {"format": FORMAT}
+        (certs if isinstance(doc, dict) and doc.get("format") == FORMAT else skipped).append(f)
+    return certs, skipped
 
 
 def audit(target, eps=None, r="auto", with_torch=True):

@@ -95,7 +95,7 @@ def _collect(args, tmp):
     """The certificates to check, in order: files as given, DIR scanned recursively (sorted; *.json
     whose JSON has "format": "certkit-certificate"; unreadable JSON is kept and will be MALFORMED),
     "-" = one certificate from stdin (written to tmp)."""
-    from .kernel import FORMAT, Malformed, read_json
+    from .kernel import FORMAT
     if args.certificates.count("-") > 1:
         raise UserError("'-' (stdin) may be given only once")
     missing = [p for p in args.certificates if p != "-" and not os.path.exists(p)]
@@ -111,24 +111,16 @@ def _collect(args, tmp):
                 out.write(sys.stdin.buffer.read())
             items.append(_Item("-", path, "<stdin>"))
         elif os.path.isdir(p):
-            found = []
-            for root, dirs, files in os.walk(p, onerror=_raise_walk):
-                dirs.sort()
-                found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+            from .api import certificates_under
+            certs, other = certificates_under(p)
             n0 = len(items)
-            for f in sorted(found, key=lambda f: os.path.relpath(f, p).split(os.sep)):
-                try:
-                    doc, _ = read_json(f)
-                except Malformed:
-                    doc = None                # not JSON at all: a broken certificate, reported MALFORMED
-                else:
-                    if not (isinstance(doc, dict) and doc.get("format") == FORMAT):
-                        skipped += 1
-                        if not args.quiet:
-                            print(f"certkit verify: note: skipping {f} (not a certkit certificate: "
-                                  f"no \"format\": \"{FORMAT}\")", file=sys.stderr)
-                        continue
-                items.append(_Item(f, f, os.path.relpath(f, p), doc if args.json else None))
+            for f in other:
+                skipped += 1
+                if not args.quiet:
+                    print(f"certkit verify: note: skipping {f} (not a certkit certificate: "
+                          f"no \"format\": \"{FORMAT}\")", file=sys.stderr)
+            for f in certs:
+                items.append(_Item(f, f, os.path.relpath(f, p)))
             if len(items) == n0:
                 raise InputError(f"{p}: no certkit certificate (*.json with \"format\": \"{FORMAT}\") in this folder")
         else:
@@ -136,10 +128,6 @@ def _collect(args, tmp):
                 raise InputError(f"{p}: cannot read (permission denied)")
             items.append(_Item(p, p, os.path.basename(p)))
     return items, skipped
-
-
-def _raise_walk(e):
-    raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
 
 
 def _header(item):
