@@ -14,19 +14,9 @@ __version__ = "0.2.0"
 
 __all__ = ["Head", "Certificate", "Sandwich", "Verdict", "certify", "verify", "audit", "scale",
            "calibrate", "tables", "OverSqrt", "BetaInterval", "UserError", "__version__"]
-_HOMES = {"Head": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers",
-          "UserError": "errors"}
+_HOMES = {**dict.fromkeys(["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"], "api"),
+          "Head": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
 
+from .lazy import exports  # noqa: E402
 
-def __getattr__(name):
-    """certkit.X for the public names, imported on first use (PEP 562)."""
-    if name not in __all__:
-        raise AttributeError(f"module 'certkit' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{_HOMES.get(name, 'api')}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _HOMES)

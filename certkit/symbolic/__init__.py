@@ -9,6 +9,8 @@ The names below are imported on first use, so `import certkit.symbolic.float_cha
 sympy.  chain() is not re-exported, so that `certkit.symbolic.chain` stays the module: use
 `from certkit.symbolic.chain import chain`.
 """
+from ..lazy import exports
+
 _HOMES = {**dict.fromkeys(("P", "P_pos", "V", "theta_Astar", "rogers", "theta", "logN_net"), "chain"),
           **dict.fromkeys(("evaluate_arb", "evaluate_mpmath", "chain_arb", "chain_mpmath", "arb_upper_int",
                            "certainly"), "arb_eval"),
@@ -16,15 +18,4 @@ _HOMES = {**dict.fromkeys(("P", "P_pos", "V", "theta_Astar", "rogers", "theta", 
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name):
-    """certkit.symbolic.X for the names above, imported on first use (PEP 562)."""
-    if name not in _HOMES:
-        raise AttributeError(f"module 'certkit.symbolic' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _HOMES)

@@ -17,20 +17,11 @@ In memory (plain Python records, nothing printed or written):
 The names are imported on first use: `import certkit.commands.audit` loads neither sympy nor torch.
 certkit.audit (the public API) calls audit_head / audit_certificate.
 """
+from ...lazy import exports
+
 _HOMES = {"audit_head": "core", "audit_certificate": "core", "AuditError": "core", "NotAuditable": "core",
           "flags": "compare", "add_arguments": "report", "run": "report", "render": "report"}
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name):
-    """certkit.commands.audit.X for the names above, imported on first use (PEP 562)."""
-    if name not in _HOMES:
-        raise AttributeError(f"module 'certkit.commands.audit' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _HOMES)
