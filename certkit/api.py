@@ -20,6 +20,16 @@ from .numbers import parse_eps, parse_eps_list
 __all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
 
 
+def _command(name, attr, extra="search"):
+    """certkit.commands.<name>.<attr>; a missing optional dependency names the extra to install."""
+    import importlib
+    try:
+        return getattr(importlib.import_module(f"certkit.commands.{name}"), attr)
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"certkit.{name} needs the {extra!r} extra: pip install 'certkit[{extra}]' "
+                                  f"(module {e.name} is not installed)", name=e.name) from None
+
+
 def _sidecar_names(node):
     """File names of the sidecars a certificate document refers to."""
     if isinstance(node, dict):
@@ -151,7 +161,7 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     >>> s.lower.bound <= s.upper.bound, s.upper.verdict.status
     (True, 'VERIFIED')
     """
-    from .commands.certify import sandwich
+    sandwich = _command("certify", "sandwich")
     if not isinstance(head, Head):
         raise TypeError(f"certify: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
     if isinstance(eps, (list, tuple)):
@@ -203,12 +213,11 @@ def audit(target, eps=None, r="auto", with_torch=True):
     upper-chain certificate file, one record per (eps, r) with every chain quantity by numpy,
     torch, the kernel's proven bound, the exact Arb enclosure and mpmath; records with flags
     mark disagreements (certkit.commands.audit.flags)."""
-    from .commands import audit as audit_mod
     if isinstance(target, Head):
         if eps is None:
             raise TypeError("audit: give eps for a Head")
-        return audit_mod.audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
-    return audit_mod.audit_certificate(os.fspath(target), rs=r, with_torch=with_torch)
+        return _command("audit", "audit_head")(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
+    return _command("audit", "audit_certificate")(os.fspath(target), rs=r, with_torch=with_torch)
 
 
 def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tolerance=0.01,
@@ -218,38 +227,35 @@ def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tol
     the least-squares slope of log M against the theory exponent ((d-1)/2 sphere, d/2 ball, r/2
     interaction).  Returns {"points", "slopes", "headline", "crosscheck"}; certificates go under
     out/certificates (a temporary folder, removed, when out is None)."""
-    from .commands import scale as scale_mod
+    point, FAMILIES, grid, slopes, headline, crosscheck_ = (
+        _command("scale", a) for a in ("point", "FAMILIES", "grid", "slopes", "headline", "crosscheck"))
     e = parse_eps(eps)
     families = [families] if isinstance(families, str) else list(families)
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
         base = out or tmp
         cert_dir = os.path.join(base, "certificates")
         os.makedirs(cert_dir, exist_ok=True)
-        rows = [scale_mod.point(f, d, x, e, cert_dir) for f in families
-                for d in scale_mod.FAMILIES[f]["dims"] for x in scale_mod.grid(f, points)]
-        return {"points": rows, "slopes": scale_mod.slopes(rows, tolerance),
-                "headline": scale_mod.headline(e, cert_dir),
-                "crosscheck": scale_mod.crosscheck(e, base) if crosscheck else []}
+        rows = [point(f, d, x, e, cert_dir) for f in families for d in FAMILIES[f]["dims"] for x in grid(f, points)]
+        return {"points": rows, "slopes": slopes(rows, tolerance), "headline": headline(e, cert_dir),
+                "crosscheck": crosscheck_(e, base) if crosscheck else []}
 
 
 def calibrate(model="minilm", **grid):
     """The real-model calibration grid (docs/mathematics.md §4-§7 on pretrained heads): per
     (layer, head, length, multiplier, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
     sandwich.  Keyword arguments as certkit.commands.calibrate.calibrate; returns {"rows", "summary", "out"}."""
-    from .commands import calibrate as calibrate_mod
-    return calibrate_mod.calibrate(model=model, **grid)
+    return _command("calibrate", "calibrate", "models")(model=model, **grid)
 
 
 def tables(names=None, out=None, formats=("csv", "md", "tex")):
     """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r):
     {name: {"title", "columns", "rows"}} with every value an Arb enclosure [lo, hi] rounded
     outward beside an mpmath approximation; with out, also written as CSV / Markdown / LaTeX."""
-    from .commands import tables as tables_mod
     result = {}
-    for name, title, fn in tables_mod.TABLES:
+    for name, title, fn in _command("tables", "TABLES"):
         if names is None or name in names:
             columns, rows = fn()
             result[name] = {"title": title, "columns": columns, "rows": rows}
     if out is not None:
-        tables_mod.build_tables(out, tuple(formats), names)
+        _command("tables", "build_tables")(out, tuple(formats), names)
     return result

@@ -99,3 +99,14 @@ def test_bad_input_names_the_value():
         certkit.Head.from_arrays(np.eye(2), np.ones((2, 3)), beta=1)
     with pytest.raises(certkit.UserError, match="beta"):
         certkit.Head.from_arrays(np.eye(2), np.eye(2), beta="-1")
+
+
+def test_a_missing_extra_is_named():
+    code = ("import sys; sys.modules['scipy'] = None\n"
+            "import numpy as np, certkit\n"
+            "h = certkit.Head.from_arrays(np.eye(2), np.eye(2), beta=1)\n"
+            "print(certkit.verify('" + os.path.join(ROOT, "data", "certificates", "gauss-n32-factor.json") + "').status)\n"
+            "try:\n    certkit.certify(h, eps='1/4')\nexcept ModuleNotFoundError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] == "VERIFIED"
+    assert "needs the 'search' extra: pip install 'certkit[search]'" in out
