@@ -12,10 +12,10 @@ them.  The public API (docs/api.md) is imported lazily: `import certkit` stays l
 """
 __version__ = "0.2.0"
 
-__all__ = ["Head", "Certificate", "Sandwich", "Verdict", "certify", "verify", "audit", "scale",
+__all__ = ["Head", "RowMask", "Certificate", "Sandwich", "Verdict", "certify", "verify", "audit", "scale",
            "calibrate", "tables", "OverSqrt", "BetaInterval", "UserError", "__version__"]
 _HOMES = {**dict.fromkeys(["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"], "api"),
-          "Head": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
+          "Head": "head", "RowMask": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
 
 from .lazy import exports  # noqa: E402
 

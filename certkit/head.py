@@ -29,6 +29,46 @@ class HeadError(UserError):
     """Bad head input: the message names the file or argument, the field and the problem."""
 
 
+@dataclass(frozen=True)
+class RowMask:
+    """Which keys each query sees, stated without an n x N matrix: key j is visible to query i iff
+    i + offset - window < j <= i + offset (window None: causal, every j <= i + offset).  A masked
+    entry of A is exactly 0 and the softmax of row i runs over its visible keys only
+    (certificate format 1.1, "row_mask"; docs/mathematics.md §8.5)."""
+    offset: int = 0
+    window: int | None = None
+
+    def __post_init__(self):
+        for name, v in (("offset", self.offset), ("window", self.window)):
+            if v is not None and (isinstance(v, bool) or int(v) != v):
+                raise HeadError(f"mask.{name}: expected an integer, got {v!r}")
+        if self.window is not None and self.window < 1:
+            raise HeadError(f"mask.window: must be >= 1, got {self.window}")
+        object.__setattr__(self, "offset", int(self.offset))
+        object.__setattr__(self, "window", None if self.window is None else int(self.window))
+
+    def bounds(self, rows):
+        """(lo, hi) per row: the visible keys of row i are lo_i <= j < hi_i."""
+        rows = np.asarray(rows, dtype=np.int64)
+        hi = rows + self.offset + 1
+        lo = np.zeros_like(hi) if self.window is None else hi - self.window
+        return lo, hi
+
+    def visible(self, rows, N):
+        """Boolean matrix len(rows) x N: True where key j is visible to row i."""
+        lo, hi = self.bounds(rows)
+        j = np.arange(N)
+        return (j[None, :] >= lo[:, None]) & (j[None, :] < hi[:, None])
+
+    def json(self):
+        """The format-1.1 "row_mask" object."""
+        return {"offset": str(self.offset)} | ({} if self.window is None else {"window": str(self.window)})
+
+    def __str__(self):
+        o = f"{self.offset:+d}" if self.offset else ""
+        return f"causal(i{o})" if self.window is None else f"window(i{o}, {self.window})"
+
+
 def as_float64(x, what):
     """x (numpy array, torch tensor on any device and of any float dtype, nested lists) as a
     float64 numpy array, converted once; HeadError naming `what` for non-numeric input."""
@@ -69,6 +109,7 @@ class Head:
     bias: np.ndarray | None = None
     name: str = "head"
     provenance: dict = field(default_factory=dict)
+    mask: RowMask | None = None            # causal / sliding-window row mask (None: every key visible)
 
     def __post_init__(self):
         Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
@@ -87,6 +128,14 @@ class Head:
             bias = as_float64(self.bias, "bias")
             if bias.shape != (Q.shape[0], K.shape[0]) or not np.all(np.isfinite(bias)):
                 raise HeadError(f"bias: need finite entries and shape {(Q.shape[0], K.shape[0])}, got {bias.shape}")
+        if self.mask is not None:
+            if not isinstance(self.mask, RowMask):
+                raise HeadError(f"mask: expected a certkit.RowMask, got {type(self.mask).__name__}")
+            seen = np.concatenate([[0], np.cumsum(K[:, 0] == K[:, 0] if w is None else w > 0)])
+            lo, hi = (np.clip(b, 0, K.shape[0]) for b in self.mask.bounds(np.arange(Q.shape[0])))
+            empty = np.flatnonzero(seen[np.maximum(hi, lo)] - seen[lo] == 0)
+            if empty.size:
+                raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
         for a in (Q, K, w, bias):
             if a is not None:
                 a.setflags(write=False)
@@ -97,11 +146,12 @@ class Head:
 
     # ------------------------------------------------------------ constructors
     @classmethod
-    def from_arrays(cls, queries, keys, beta, *, weights=None, bias=None, name="head", provenance=None):
+    def from_arrays(cls, queries, keys, beta, *, weights=None, bias=None, name="head", provenance=None, mask=None):
         """A head from arrays: numpy, torch (CPU or GPU, any float dtype) or nested lists, each
         converted once to float64.  beta is exact: 2, "1/8", Fraction(1, 8), "1/sqrt(64)",
-        OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10)."""
-        return cls(queries, keys, beta, weights, bias, name, provenance or {})
+        OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10).  mask: a
+        RowMask (causal or sliding window) for decoder heads."""
+        return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask)
 
     @classmethod
     def from_file(cls, path, beta=None, name=None):
@@ -145,13 +195,15 @@ class Head:
         return dataclasses.replace(self, **changes)
 
     def logits(self, beta=None):
-        """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns)."""
+        """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns and masked entries)."""
         L = (self.beta_float if beta is None else float(beta)) * (self.queries @ self.keys.T)
         if self.weights is not None:
             with np.errstate(divide="ignore"):
                 L = L + np.log(self.weights)
         if self.bias is not None:
             L = L + self.bias
+        if self.mask is not None:
+            L[~self.mask.visible(np.arange(self.n), self.N)] = -np.inf
         return L
 
     def attention(self, beta=None):
@@ -172,7 +224,8 @@ class Head:
         """The kernel's instance of this head (the exact numbers a certificate states), built in
         memory with the same checks as a certificate's instance."""
         from .kernel import make_instance
-        return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias)
+        return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
+                             None if self.mask is None else self.mask.json())
 
     def save(self, path):
         """Write the head file (.npz or .safetensors; beta stored only if it is a binary64)."""
@@ -193,7 +246,8 @@ class Head:
 
     def __repr__(self):
         return (f"Head({self.name!r}, n={self.n}, N={self.N}, d={self.d}, beta={self.beta}"
-                + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "") + ")")
+                + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "")
+                + (f", mask={self.mask}" if self.mask is not None else "") + ")")
 
 
 def _load_arrays(path):

@@ -1,6 +1,4 @@
-"""TRUSTED kernel (stdlib + numpy + python-flint).  One verdict: check(path).  Below is the whole
-public surface (nothing outside certkit/kernel/ imports a submodule); producers may use the helpers
-to choose and judge candidates, but only check() on a written file decides."""
+"""TRUSTED kernel (stdlib, numpy, python-flint): its whole public surface; only check(path) decides."""
 from .check import check, kind_and_claim, CHECKER, ROUTES
 from .common import indices
 from .expo import exp_nonpos, EXP_REL, EXP_ABS

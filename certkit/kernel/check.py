@@ -1,9 +1,5 @@
-"""The one door into the kernel: check(path) -> Verdict.
-
-Reads a format-1.0 certificate, recomputes every deciding number with rigorous enclosures and
-answers VERIFIED / REJECTED / MALFORMED / UNSUPPORTED; any other failure is an internal error
-(exit 4), never REJECTED.
-"""
+"""The one door into the kernel: check(path) -> Verdict.  Reads a format-1.x certificate, recomputes
+every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED."""
 import os
 
 import numpy as np
@@ -13,7 +9,7 @@ from .kinds import KINDS, ROUTE_ENCLOSURES
 from .load import read_json, header, claim as read_claim, instance as read_instance
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
-CHECKER = "certkit-kernel 1.0"
+CHECKER = "certkit-kernel 1.1"
 ROUTES = tuple(ROUTE_ENCLOSURES)
 
 

@@ -96,9 +96,8 @@ def _bits(x):
 
 
 def check_environment():
-    """Raise FPEnvironmentError unless binary64 rounds to nearest-even with gradual underflow,
-    in Python floats, numpy ufuncs and BLAS products.  Subnormal results are compared by bit
-    pattern: under denormals-are-zero a comparison would see 0 == 2^-1074."""
+    """FPEnvironmentError unless binary64 rounds to nearest-even with gradual underflow in Python, numpy
+    ufuncs and BLAS (subnormals compared by bit pattern: under DAZ a comparison sees 0 == 2^-1074)."""
     a = np.array([1.0, 1.0, -1.0, 2.0 ** -537, 2.0 ** -1022])
     b = np.array([2.0 ** -53, 2.0 ** -53 + 2.0 ** -105, -(2.0 ** -53 + 2.0 ** -105), 2.0 ** -537, 0.5])
     s = a + b

@@ -1,20 +1,13 @@
 """The kinds table: per certificate kind its relation, the lemmas a VERIFIED rests on (the
 certificate's "assumptions", exactly), its rule, instance shape and enclosure text.  Loader, check(),
 writers, CLI, audit and corpus read it; adding a kind: CONTRIBUTING.md."""
-from dataclasses import dataclass
-from typing import Callable
+from collections import namedtuple
 
 from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule_frobenius, rule_lattice
 
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    relation: str            # "<=" (upper bound) or ">=" (lower bound)
-    lemmas: tuple            # the certificate's assumptions, exactly (proofs/<lemma>.md)
-    rule: Callable           # matrix: rule(inst, claim, witness, base_dir, route) -> details
-    shape: str               # "matrix" or "parametric" (rule(instance, claim, witness) -> (details, beta text))
-    enclosure: str | None    # verdict's enclosure text; None = the route's (ROUTE_ENCLOSURES)
+# rule(inst, claim, witness, base_dir, route) -> details (shape "matrix") or rule(instance, claim,
+# witness) -> (details, beta text) ("parametric"); enclosure None: the route's (ROUTE_ENCLOSURES)
+Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
 
 ROUTE_ENCLOSURES = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",

@@ -1,9 +1,7 @@
-"""Strict reading of certificate format 1.0: JSON, version gate, numerals, arrays, sidecars.
-
-Everything that is not exactly as the format says is Malformed(JSON path, what); a version or
-kind this checker does not read is Unsupported.  Sidecars are pinned by sha256 and read without
-pickle (.npy with allow_pickle=False); safetensors sidecars, which format 1.0 names, are UNSUPPORTED.
-"""
+"""Strict reading of certificate formats 1.0 and 1.1 (row masks): JSON, version gate, numerals, arrays,
+sidecars.  Anything not exactly as the format says is Malformed(JSON path, what); a version or kind
+this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
+sidecars are Unsupported."""
 import hashlib
 import re
 import json
@@ -19,7 +17,7 @@ from .numerals import parse_numeral, parse_int, exact_float
 from .verdict import Malformed, Unsupported
 
 FORMAT = "certkit-certificate"
-VERSION = (1, 0)
+VERSION = (1, 1)
 MAX_FILE = 1 << 26            # 64 MiB of JSON
 MAX_SIDECAR = 1 << 32         # 4 GiB per array
 MAX_INLINE = 1 << 20          # inline array entries
@@ -217,11 +215,9 @@ def _npy(raw, path):
     import io
     try:
         a = np.load(io.BytesIO(raw), allow_pickle=False)
-    except ValueError as e:
+    except Exception as e:   # object arrays (pickle), truncated or garbage header
         msg = "needs pickle (object array), which is never loaded" if "pickle" in str(e) else str(e)
         raise Malformed(f"{path}.file", f"unreadable .npy: {msg}") from None
-    except Exception as e:   # truncated or garbage header
-        raise Malformed(f"{path}.file", f"unreadable .npy: {e}") from None
     if not isinstance(a, np.ndarray) or a.dtype.kind not in "fi":
         raise Malformed(f"{path}.file", "not a numeric .npy array")
     return a
@@ -240,6 +236,13 @@ class Beta:
     text: str
 
 
+def _pair(x, key, path, hint):
+    p = obj(x, path, [key])[key]
+    if not isinstance(p, list) or len(p) != 2:
+        raise Malformed(f"{path}.{key}", hint)
+    return [parse_numeral(s, f"{path}.{key}[{i}]") for i, s in enumerate(p)]
+
+
 def beta(x, path):
     if isinstance(x, str):
         v = parse_numeral(x, path)
@@ -247,22 +250,13 @@ def beta(x, path):
         ball = arb_of(v)
         text = str(v)
     elif isinstance(x, dict) and "interval" in x:
-        obj(x, path, ["interval"])
-        iv = x["interval"]
-        if not isinstance(iv, list) or len(iv) != 2:
-            raise Malformed(f"{path}.interval", "expected [lo, hi]")
-        lo, hi = (parse_numeral(s, f"{path}.interval[{i}]") for i, s in enumerate(iv))
+        lo, hi = _pair(x, "interval", path, "expected [lo, hi]")
         if lo > hi:
             raise Malformed(f"{path}.interval", f"lo {lo} > hi {hi}")
         ball = arb_of(lo).union(arb_of(hi))
         text = f"any in [{lo}, {hi}]"
     elif isinstance(x, dict) and "over_sqrt" in x:
-        obj(x, path, ["over_sqrt"])
-        p = x["over_sqrt"]
-        if not isinstance(p, list) or len(p) != 2:
-            raise Malformed(f"{path}.over_sqrt", "expected [c, D] meaning beta = c / sqrt(D)")
-        c = parse_numeral(p[0], f"{path}.over_sqrt[0]")
-        D = parse_numeral(p[1], f"{path}.over_sqrt[1]")
+        c, D = _pair(x, "over_sqrt", path, "expected [c, D] meaning beta = c / sqrt(D)")
         if D <= 0:
             raise Malformed(f"{path}.over_sqrt[1]", f"D must be positive, got {D}")
         with flint.ctx.workprec(256):
@@ -282,12 +276,14 @@ def beta(x, path):
 
 @dataclass
 class Instance:
-    """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped)."""
+    """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped);
+    mask (o, w): row i sees only i + o - w < j <= i + o (w None: j <= i + o), elsewhere A_ij = 0."""
     beta: Beta
     Q: np.ndarray
     K: np.ndarray
     weights: np.ndarray | None
     bias: np.ndarray | None
+    mask: tuple | None = None
 
     @property
     def n(self):
@@ -303,16 +299,18 @@ class Instance:
 
 
 def instance(doc, base_dir):
-    x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"])
+    masks = ["row_mask"] if int(doc["version"].split(".")[1]) >= 1 else []      # format 1.1
+    x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"] + masks)
     get = lambda k, shape: array(x[k], f"$.instance.{k}", base_dir, shape) if k in x else None
     Q = array(x["queries"], "$.instance.queries", base_dir, (None, None))
     K = array(x["keys"], "$.instance.keys", base_dir, (None, Q.shape[1]))
-    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])))
+    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])),
+                         x.get("row_mask"))
 
 
-def make_instance(beta_doc, Q, K, weights=None, bias=None):
-    """The Instance of a head given in memory (float64 arrays; beta in its format-1.0 form), with
-    every check a certificate's instance gets."""
+def make_instance(beta_doc, Q, K, weights=None, bias=None, mask_doc=None):
+    """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
+    format-1.1 forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, "$.instance.beta")
     (n, d), N = Q.shape, K.shape[0]
     if n == 0 or N == 0 or d == 0:
@@ -331,4 +329,17 @@ def make_instance(beta_doc, Q, K, weights=None, bias=None):
             w = None
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed("$.instance.logit_bias", "bias entries larger than 2^40")
-    return Instance(b, Q, K, w, bias)
+    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w))
+
+
+def row_mask(x, n, N, w):
+    """(offset, window) of a "row_mask" object; Malformed unless every row sees a kept key."""
+    obj(x, "$.instance.row_mask", ["offset"], ["window"])
+    o = parse_int(x["offset"], "$.instance.row_mask.offset", -2 ** 40, 2 ** 40)
+    win = parse_int(x["window"], "$.instance.row_mask.window", 1, 2 ** 40) if "window" in x else None
+    seen = np.concatenate([[0], np.cumsum(np.ones(N) if w is None else w > 0)])     # kept keys j < t
+    hi = np.clip(np.arange(n) + o + 1, 0, N)
+    empty = seen[hi] - (0 if win is None else seen[np.clip(hi - win, 0, N)]) == 0
+    if np.any(empty):
+        raise Malformed("$.instance.row_mask", f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win})")
+    return o, win

@@ -43,6 +43,7 @@ class _Prepared:
         K = inst.K if kept is None else inst.K[kept]
         self.Kt = np.ascontiguousarray(K.T)
         self.Nk = K.shape[0]
+        self.cols = np.arange(inst.N) if kept is None else kept          # original index of each kept column
         d = inst.Q.shape[1]
         self.d = d
         # norms rounded up; inflate's absolute term also covers squares that underflow
@@ -83,6 +84,14 @@ class _Prepared:
              + 2 * U * Lsum * (1 + U) + 2 * U * Lmax)
         return inflate(D, 16)
 
+    def visible(self, idx):
+        """Kept column j visible to row i: i + o - w < j <= i + o (proofs/row-masks.md); len(idx) x Nk."""
+        if self.inst.mask is None:
+            return np.ones((len(idx), self.Nk), dtype=bool)
+        o, w = self.inst.mask
+        hi = np.asarray(idx)[:, None] + o
+        return (self.cols <= hi) & (self.cols > hi - (np.inf if w is None else w))
+
     def block(self, idx):
         """(m, rho) for the rows idx, m over kept columns."""
         inst = self.inst
@@ -95,40 +104,38 @@ class _Prepared:
         if bias is not None:
             l += bias
             biasmax = np.max(np.abs(bias), axis=1)
+        vis = None if inst.mask is None else self.visible(idx)
+        if vis is not None:
+            l[~vis] = -np.inf                                    # max over the visible keys only
         l -= np.max(l, axis=1, keepdims=True)
         exp_nonpos(l, out=l)
+        if vis is not None:
+            l[~vis] = 0.0                                        # a masked entry of A is exactly 0
         Z = np.sum(l, axis=1, keepdims=True)
         l /= Z
         return l, self.delta(idx, biasmax) + self.rho_sm
 
 
 def _arb_block(inst, prep, idx):
-    """Arb reference route for rows idx: (m, rho)."""
-    Nk = prep.Nk
-    m = np.empty((len(idx), Nk))
-    rho = np.empty(len(idx))
+    """Arb reference route for rows idx: (m, rho); masked entries are exactly 0."""
+    m, rho, vis = np.zeros((len(idx), prep.Nk)), np.empty(len(idx)), prep.visible(idx)
     with flint.ctx.workprec(120):
         if not hasattr(prep, "arb_Kt"):             # once per instance
             prep.arb_Kt = flint.arb_mat(prep.Kt.tolist())
         S = flint.arb_mat(inst.Q[idx].tolist()) * prep.arb_Kt
-        logw = prep.logw
         bias = prep.bias_rows(idx)
-        beta = inst.beta.ball
         for a in range(len(idx)):
-            row = [beta * S[a, j] for j in range(Nk)]
-            if logw is not None:
-                row = [x + lw for x, lw in zip(row, logw)]
-            if bias is not None:
-                row = [x + float(bb) for x, bb in zip(row, bias[a].tolist())]
+            js = np.flatnonzero(vis[a]).tolist()
+            row = [inst.beta.ball * S[a, j] + (0 if prep.logw is None else prep.logw[j])
+                   + (0 if bias is None else float(bias[a, j])) for j in js]
             shift = flint.arb(max(float(x.mid()) for x in row))
             e = [(x - shift).exp() for x in row]
             Z = sum(e[1:], e[0])
             tot = flint.arb(0)
-            for j, x in enumerate(e):
+            for j, x in zip(js, e):
                 A = x / Z
-                mj = float(A.mid())
-                m[a, j] = mj
-                tot += abs(A - flint.arb(mj))
+                m[a, j] = float(A.mid())
+                tot += abs(A - flint.arb(m[a, j]))
             rho[a] = arb_up(tot)
     return m, rho
 
@@ -164,5 +171,4 @@ def enclose_all(inst, rows=None, route="fast"):
     parts = list(enclose(inst, rows, route))
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N)), np.zeros(0)
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]))
+    return tuple(np.concatenate(c) for c in zip(*parts))

@@ -22,7 +22,7 @@ import numpy as np
 from .common import finite
 from .fp import U, ETA, gamma, inflate, float_up, fro_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
 from .load import array, obj
-from .verdict import Malformed, Rejected
+from .verdict import Malformed, Rejected, Unsupported
 
 FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_query_centre",
           "complement_query_centre"]
@@ -174,6 +174,9 @@ def chain(g, eps, n):
 
 def enclosures(inst, eps, witness, base_dir):
     """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
+    if inst.mask is not None:
+        raise Unsupported("upper-chain on a row-masked instance: the chain theorems assume one key set "
+                          "shared by all rows (docs/mathematics.md §8.5)")
     g = geometry(inst, *read_witness(witness, inst.Q.shape[1], base_dir))
     out, R, how = chain(g, Fraction(eps), inst.n)
     g.update(out, R_sym=R, decided=how)

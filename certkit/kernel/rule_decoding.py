@@ -43,11 +43,9 @@ def check_margin(inst, claim, witness, base_dir, route):
     M = T.shape[0]
     diag = np.diag(T).copy()
     rowabs = sum_up(np.abs(T), axis=1)
-    worst, worst_a = None, -1
-    for a in range(M):
-        lb = Fraction(diag[a]) + abs(Fraction(diag[a])) - Fraction(rowabs[a]) - Fraction(e[a])
-        if worst is None or lb < worst:
-            worst, worst_a = lb, a
+    lbs = [Fraction(diag[a]) + abs(Fraction(diag[a])) - Fraction(rowabs[a]) - Fraction(e[a]) for a in range(M)]
+    worst_a = min(range(M), key=lbs.__getitem__, default=-1)
+    worst = lbs[worst_a] if M else None
     if M and not worst > claim.eps:
         raise Rejected("lower-decoding-margin/margin",
                        f"certified margin of message {worst_a} (row {int(msg[worst_a])}) >= {float(worst):.6g} "

@@ -17,8 +17,9 @@ import flint
 import numpy as np
 
 from ..head import Head
-from ..kernel import FORMAT, KINDS, VERSION, lattice_count
+from ..kernel import FORMAT, KINDS, lattice_count
 from ..numbers import numeral, tag
+from . import writer
 
 
 def cell_offsets(L):
@@ -51,7 +52,7 @@ def own_cell_mass(d, cell):
 
 def _write(path, instance, witness, bound, eps, provenance):
     kind = KINDS["lower-lattice"]
-    doc = {"format": FORMAT, "version": "%d.%d" % VERSION, "kind": kind.name,
+    doc = {"format": FORMAT, "version": writer.VERSION, "kind": kind.name,
            "claim": {"quantity": "r_eps", "relation": kind.relation, "bound": str(int(bound)),
                      "eps": numeral(Fraction(eps))},
            "instance": instance, "witness": witness, "assumptions": list(kind.lemmas)}

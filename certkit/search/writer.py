@@ -8,10 +8,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel import KINDS, FORMAT, VERSION, check
+from ..kernel import KINDS, FORMAT, check
 from ..numbers import numeral
 
 INLINE_LIMIT = 4096
+# The oldest format version that states a document: 1.1 only for a row mask, so 1.0 readers keep
+# reading everything else.
+VERSION, MASK_VERSION = "1.0", "1.1"
 
 
 def npy_bytes(a):
@@ -73,6 +76,8 @@ def instance_json(w, head):
         inst["column_weights"] = w.array("column_weights", head.weights)
     if head.bias is not None:
         inst["logit_bias"] = w.array("logit_bias", head.bias)
+    if head.mask is not None:
+        inst["row_mask"] = head.mask.json()
     return inst
 
 
@@ -83,7 +88,7 @@ def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, i
     see CertificateWriter.  Returns the path."""
     w = CertificateWriter(path, inline_limit, shared)
     doc = {
-        "format": FORMAT, "version": "%d.%d" % VERSION, "kind": kind,
+        "format": FORMAT, "version": VERSION if head.mask is None else MASK_VERSION, "kind": kind,
         "claim": {"quantity": "r_eps", "relation": KINDS[kind].relation,
                   "bound": str(int(bound)), "eps": numeral(Fraction(eps))},
         "instance": instance_json(w, head),
