@@ -221,23 +221,26 @@ def audit(target, eps=None, r="auto", with_torch=True):
 
 
 def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tolerance=0.01,
-          out=None, crosscheck=False):
-    """The certified scaling laws (docs/mathematics.md §8.2-8.4): per family and dimension,
+          out=None, crosscheck=False, causal_lengths=None):
+    """The certified scaling laws (docs/mathematics.md §8.2-8.5): per family and dimension,
     parametric lattice certificates over three decades of beta, each VERIFIED by the kernel, and
     the least-squares slope of log M against the theory exponent ((d-1)/2 sphere, d/2 ball, r/2
-    interaction).  Returns {"points", "slopes", "headline", "crosscheck"}; certificates go under
-    out/certificates (a temporary folder, removed, when out is None)."""
-    point, FAMILIES, grid, slopes, headline, crosscheck_ = (
-        _command("scale", a) for a in ("point", "FAMILIES", "grid", "slopes", "headline", "crosscheck"))
+    interaction); with causal_lengths (e.g. (64, 256, 1024)), certified sandwiches for causal
+    attention at beta = 0 against the context length.  Returns {"points", "slopes", "headline",
+    "crosscheck", "causal"}; certificates go under out/certificates (a temporary folder, removed,
+    when out is None)."""
     e = parse_eps(eps)
     families = [families] if isinstance(families, str) else list(families)
+    point, FAMILIES, grid, slopes, headline, crosscheck_, causal_law = (
+        _command("scale", a) for a in ("point", "FAMILIES", "grid", "slopes", "headline", "crosscheck", "causal_law"))
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
         base = out or tmp
         cert_dir = os.path.join(base, "certificates")
         os.makedirs(cert_dir, exist_ok=True)
         rows = [point(f, d, x, e, cert_dir) for f in families for d in FAMILIES[f]["dims"] for x in grid(f, points)]
         return {"points": rows, "slopes": slopes(rows, tolerance), "headline": headline(e, cert_dir),
-                "crosscheck": crosscheck_(e, base) if crosscheck else []}
+                "crosscheck": crosscheck_(e, base) if crosscheck else [],
+                "causal": causal_law(e, cert_dir, tuple(causal_lengths)) if causal_lengths else None}
 
 
 def calibrate(model="minilm", **grid):

@@ -19,48 +19,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
 import numpy as np  # noqa: E402
 
 from certkit import synthetic  # noqa: E402
-from certkit.head import Head, RowMask  # noqa: E402
+from certkit.head import RowMask  # noqa: E402
 from certkit.kernel import check  # noqa: E402
-from certkit.search import writer  # noqa: E402
+from certkit.search import causal, writer  # noqa: E402
 
 EXPECTED = {}
-
-
-def prefix_averaging(n):
-    """beta = 0, causal: row i is uniform on {0..i} (docs/mathematics.md §8.5)."""
-    return Head(np.zeros((n, 1)), np.zeros((n, 1)), 0, name=f"prefix-n{n}", mask=RowMask(0))
-
-
-def cover(n, eps):
-    """Representatives r_0 = 0 < r_1 < ... with (r_{k-1} + 2)/(r_k + 1) >= 1 - eps/2 (exactly, with
-    slack 1e-6 for the enclosure); row i -> the smallest representative >= i."""
-    reps, target = [0], 1 - F(eps) / 2 + F(1, 10 ** 6)
-    while reps[-1] < n - 1:
-        r = reps[-1] + 1
-        while r + 1 < n and F(reps[-1] + 2, r + 2) >= target:
-            r += 1
-        reps.append(r)
-    assign = [next(r for r in reps if r >= i) for i in range(n)]
-    return reps, assign
-
-
-def messages(n, eps):
-    """i_0 = 0 and each next i_a the smallest with margin (i_a - 2 i_{a-1} - 1)/(i_a + 1) > eps + 1e-6;
-    cells C_0 = {0}, C_a = (i_{a-1}, i_a]."""
-    msgs = [0]
-    while True:
-        i = msgs[-1] + 1
-        while i < n and not F(i - 2 * msgs[-1] - 1, i + 1) > F(eps) + F(1, 10 ** 6):
-            i += 1
-        if i >= n:
-            break
-        msgs.append(i)
-    cells = np.full(n, -1)
-    prev = -1
-    for a, i in enumerate(msgs):
-        cells[prev + 1:i + 1] = a
-        prev = i
-    return msgs, cells
 
 
 def svd_factor(A, eps):
@@ -107,28 +70,28 @@ def main():
             os.remove(os.path.join(HERE, f))
     eps = F(1, 4)
     # prefix averaging: the covering upper bound and the decoding lower bound of §8.5
-    h = prefix_averaging(48)
-    reps, assign = cover(48, eps)
+    h = causal.prefix_head(48)
+    reps, assign = causal.covering(48, eps)
     assert len(reps) <= math.ceil(math.log(48) / -math.log(1 - float(eps) / 2)) + 1
     write("prefix-n48-cover", h, "upper-covering", len(reps), eps,
           {"representatives": (reps, "int"), "assignment": (assign, "int")}, "VERIFIED", f"<= {len(reps)}")
-    msgs, cells = messages(48, eps)
+    msgs = causal.messages(48, eps, "margin")
     write("prefix-n48-margin", h, "lower-decoding-margin", len(msgs), eps,
-          {"messages": (msgs, "int"), "cells": (cells, "int")}, "VERIFIED", f">= {len(msgs)}")
+          {"messages": (msgs, "int"), "cells": (causal.cells(msgs, 48), "int")}, "VERIFIED", f">= {len(msgs)}")
     # the same messages without the mask: row i_a then sees every key (beta = 0: uniform), margins vanish
     mutate("prefix-n48-margin", "prefix-n48-margin-mask-dropped", lambda d: d["instance"].pop("row_mask"),
            "REJECTED", "lower-decoding-margin/margin")
 
     # causal and sliding-window gaussian heads: truncated-SVD factorisations of the masked matrix
     g = synthetic.head("gaussian", 32, 4, beta=F(2), seed=7)
-    causal = g.replace(mask=RowMask(0), name="gauss-n32-causal")
-    U, V = svd_factor(causal.attention(), float(eps))
+    causal_head = g.replace(mask=RowMask(0), name="gauss-n32-causal")
+    U, V = svd_factor(causal_head.attention(), float(eps))
     k = U.shape[1]
     wit = {"U": (U, "float"), "V": (V, "float")}
-    write("gauss-n32-causal-factor", causal, "upper-factorization", k, eps, wit, "VERIFIED", f"<= {k}")
+    write("gauss-n32-causal-factor", causal_head, "upper-factorization", k, eps, wit, "VERIFIED", f"<= {k}")
     for name, edit, other in [
             ("mask-dropped", lambda d: d["instance"].pop("row_mask"), g),
-            ("offset-shifted", lambda d: d["instance"]["row_mask"].__setitem__("offset", "1"), causal.replace(mask=RowMask(1)))]:
+            ("offset-shifted", lambda d: d["instance"]["row_mask"].__setitem__("offset", "1"), causal_head.replace(mask=RowMask(1)))]:
         assert float_error(other, U, V) > float(eps) + 0.05, name       # the mutated claim is false
         mutate("gauss-n32-causal-factor", f"gauss-n32-causal-factor-{name}", edit, "REJECTED",
                "upper-factorization/row-error")
@@ -148,7 +111,7 @@ def main():
     write("gauss-n32-causal-padded-factor", padded, "upper-factorization", U.shape[1], eps,
           {"U": (U, "float"), "V": (V, "float")}, "VERIFIED", f"<= {U.shape[1]}")
     # the chain refuses a masked instance
-    write("gauss-n32-causal-chain", causal, "upper-chain", 32, eps, {}, "UNSUPPORTED",
+    write("gauss-n32-causal-chain", causal_head, "upper-chain", 32, eps, {}, "UNSUPPORTED",
           "upper-chain on a row-masked instance")
     # malformed masks
     src = "gauss-n32-causal-factor"
