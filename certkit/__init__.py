@@ -13,9 +13,9 @@ them.  The public API (docs/api.md) is imported lazily: `import certkit` stays l
 __version__ = "0.2.0"
 
 __all__ = ["Head", "RowMask", "Certificate", "Sandwich", "Verdict", "certify", "verify", "audit", "scale",
-           "calibrate", "tables", "OverSqrt", "BetaInterval", "UserError", "__version__"]
+           "calibrate", "tables", "heads_from_model", "OverSqrt", "BetaInterval", "UserError", "__version__"]
 _HOMES = {**dict.fromkeys(["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"], "api"),
-          "Head": "head", "RowMask": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
+          "heads_from_model": "models", "Head": "head", "RowMask": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
 
 from .lazy import exports  # noqa: E402
 

@@ -377,11 +377,15 @@ COMMANDS = {
         "For each head and eps: search lower (decoding, Frobenius tail) and upper (SVD, LP row fits, joint l1 "
         "refinement) certificates, keep only those the kernel VERIFIES, and compare the peers (truncated SVD, "
         "Nystrom/CUR, Performer, Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
-        "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}.",
+        "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}. With --model, the heads of a local "
+        "transformer (encoders; GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM decoders with their causal or "
+        "sliding-window masks) on your text, each checked against the model's own attention.",
         "Exit status: 0 every sandwich complete, 1 some bound missing, 4 internal error, 64 bad input, "
-        "66 a head file missing, 69 the 'search' extra is not installed, 73 --out cannot be written.\n"
+        "66 a head, text or token file missing, 69 an extra is not installed ('search'; 'models' for --model), "
+        "73 --out cannot be written.\n"
         "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
-        "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c",
+        "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c\n"
+        "  certkit certify --model minilm --text notes.txt --length 128 --eps 1/4 --out /tmp/minilm128",
         modules=("certkit.commands.certify",), extras=("search",)),
     "scale": Command(
         "certified scaling laws: sphere beta^((d-1)/2), ball beta^(d/2), interaction Gamma^(r/2)",

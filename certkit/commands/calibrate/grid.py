@@ -119,6 +119,9 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     and the certificates; returns (groups computed now, groups already done, meta)."""
     from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
+    if info["decoder"]:
+        raise CalibrateError(f"--model {model_spec}: {info['family']} is a decoder; calibrate studies encoders "
+                             f"(the chain assumes one shared key set): use certkit certify --model for decoder heads")
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
     _, sha = ex.text()

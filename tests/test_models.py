@@ -1,0 +1,300 @@
+"""Your own model (issue 16): heads of every supported family captured from a local folder (or a
+model object in memory) exactly as the model's eager attention uses them, checked against the
+model's own attention probabilities (<= 2e-6 in float32, <= 1e-12 in float64), with the row masks,
+grouped-query key heads, position biases and scales each family's code implies; the input paths
+(--text, --tokens) and their errors; and `certkit certify --model` end to end.
+
+The models are SMALL and randomly initialised with transformers' own config classes, saved with
+save_pretrained into a temporary folder and loaded through the same local-folder path a user
+takes.  They have no tokenizer (none can be fetched offline), so they are fed token ids; the text
+path is tested on MiniLM's real folder and on a random BERT folder given MiniLM's tokenizer."""
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+ex = pytest.importorskip("certkit.models.extract")
+
+from certkit.cli import main  # noqa: E402
+from certkit.commands import certify as certify_cmd  # noqa: E402
+from certkit.errors import UserError  # noqa: E402
+from certkit.head import Head, RowMask  # noqa: E402
+from certkit.kernel import check  # noqa: E402
+from certkit.models import families, heads_from_model  # noqa: E402
+from certkit.numbers import OverSqrt  # noqa: E402
+
+V, HIDDEN, LAYERS, HEADS, D = 96, 32, 2, 4, 8
+COMMON = dict(vocab_size=V, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+              intermediate_size=64, initializer_range=0.2)      # 0.2: attention far from uniform
+
+
+def configs():
+    """(family, config, model class): one small random model per family, GQA where the family has
+    it, a sliding window shorter than the length for Mistral (every layer) and Qwen2 (layer 1)."""
+    t = transformers
+    return {
+        "bert": (t.BertConfig(**COMMON, max_position_embeddings=64), t.BertModel),
+        "roberta": (t.RobertaConfig(**COMMON, max_position_embeddings=66), t.RobertaModel),
+        "distilbert": (t.DistilBertConfig(vocab_size=V, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=64,
+                                          max_position_embeddings=64, initializer_range=0.2), t.DistilBertModel),
+        "mpnet": (t.MPNetConfig(**COMMON, max_position_embeddings=66), t.MPNetModel),
+        "gpt2": (t.GPT2Config(vocab_size=V, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=64,
+                              initializer_range=0.2, scale_attn_by_inverse_layer_idx=True), t.GPT2LMHeadModel),
+        "gpt_neox": (t.GPTNeoXConfig(**COMMON, max_position_embeddings=64), t.GPTNeoXForCausalLM),
+        "llama": (t.LlamaConfig(**COMMON, num_key_value_heads=2, max_position_embeddings=64), t.LlamaForCausalLM),
+        "mistral": (t.MistralConfig(**COMMON, num_key_value_heads=2, max_position_embeddings=64, sliding_window=12),
+                    t.MistralForCausalLM),
+        "qwen2": (t.Qwen2Config(**COMMON, num_key_value_heads=1, max_position_embeddings=64, use_sliding_window=True,
+                                sliding_window=12, max_window_layers=1), t.Qwen2ForCausalLM),
+        "bloom": (t.BloomConfig(vocab_size=V, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS, initializer_range=0.2),
+                  t.BloomForCausalLM),
+    }
+
+
+FAMILIES = list(configs())
+KV = {"llama": 2, "mistral": 2, "qwen2": 1}
+WINDOW = {("mistral", 0): 12, ("mistral", 1): 12, ("qwen2", 1): 12}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, (config, cls) in configs().items():
+        torch.manual_seed(0)
+        cls(config).save_pretrained(root / name)
+        out[name] = str(root / name)
+    return out
+
+
+TOKENS = np.random.default_rng(0).integers(3, V, 200)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_reconstructs_from_its_folder(folders, name):
+    """The Head rebuilt from the captured Q, K (after RoPE: any other Q, K would miss the model's
+    probabilities by far more than 1e-12), scale, bias and mask matches the model's own attention."""
+    hs = heads_from_model(folders[name], tokens=TOKENS, length=40)
+    assert len(hs) == LAYERS * HEADS and all(isinstance(h, Head) for h in hs)
+    assert max(h.provenance["reconstruction_max_abs_diff"] for h in hs) <= 2e-6
+    hs64 = heads_from_model(folders[name], tokens=TOKENS, length=40, dtype="float64")
+    assert max(h.provenance["reconstruction_max_abs_diff"] for h in hs64) <= 1e-12
+    decoder = families.FAMILIES[name].decoder
+    for h in hs:
+        p = h.provenance
+        l, i = p["layer"], p["head"]
+        assert h.name == f"l{l}-h{i}" and (h.n, h.N, h.d) == (40, 40, D)
+        assert set(p) == {"model", "family", "layer", "head", "kv_head", "length", "multiplier", "text_sha256",
+                          "reconstruction_max_abs_diff"}
+        assert p["family"] == name and p["length"] == 40 and p["multiplier"] == "1" and p["model"] == name
+        assert p["kv_head"] == i // (HEADS // KV.get(name, HEADS))
+        c = Fraction(1, l + 1) if name == "gpt2" else Fraction(1)          # GPT-2: scale_attn_by_inverse_layer_idx
+        assert h.beta == OverSqrt(c, Fraction(D))
+        assert (h.bias is not None) == (name in ("mpnet", "bloom"))
+        if not decoder:
+            assert h.mask is None
+        else:
+            w = WINDOW.get((name, l))
+            assert h.mask == (RowMask(0, w) if w else RowMask(0))
+            A = h.attention()
+            assert not A[np.triu_indices(40, 1)].any()                      # masked entries exactly 0
+            if w:
+                assert A[20, 20 - w] == 0 and A[20, 20 - w + 1] > 0
+
+
+def test_grouped_query_heads_share_their_key_head(folders):
+    hs = heads_from_model(folders["llama"], tokens=TOKENS, length=24, layers=[1])
+    K = {h.provenance["head"]: h.keys for h in hs}
+    assert np.array_equal(K[0], K[1]) and np.array_equal(K[2], K[3]) and not np.array_equal(K[0], K[2])
+
+
+def test_alibi_is_the_logit_bias(folders):
+    """BLOOM's ALiBi: slope_h x key position, the same on every row (a key-only bias)."""
+    (h,) = heads_from_model(folders["bloom"], tokens=TOKENS, length=16, layers=[0], heads=[1])
+    slope = 2.0 ** -4                                   # 4 heads: slopes 2^-2, 2^-4, 2^-6, 2^-8
+    assert np.array_equal(h.bias, np.tile(slope * np.arange(16.0), (16, 1)))
+
+
+def test_in_memory_model_equals_its_folder_and_is_left_unchanged(folders):
+    model = transformers.AutoModelForCausalLM.from_pretrained(folders["qwen2"], attn_implementation="sdpa")
+    model.train()
+    a = heads_from_model(model, tokens=TOKENS, length=24, layers=[1], heads=[0, 3])
+    b = heads_from_model(folders["qwen2"], tokens=TOKENS, length=24, layers=[1], heads=[0, 3])
+    assert [h.name for h in a] == ["l1-h0", "l1-h3"]
+    for x, y in zip(a, b):
+        assert np.array_equal(x.queries, y.queries) and np.array_equal(x.keys, y.keys) and x.mask == y.mask
+    c = heads_from_model(model, tokens=TOKENS, length=24, layers=[1], heads=[0], dtype="float64")
+    assert c[0].provenance["reconstruction_max_abs_diff"] <= 1e-12
+    assert model.training and model.config._attn_implementation == "sdpa" and model.dtype == torch.float32
+
+
+def test_multiplier_and_gpt2_scale_without_sqrt(tmp_path):
+    t = transformers
+    torch.manual_seed(1)
+    t.GPT2Model(t.GPT2Config(vocab_size=V, n_embd=HIDDEN, n_layer=2, n_head=HEADS, n_positions=64,
+                             scale_attn_weights=False, initializer_range=0.05)).save_pretrained(tmp_path / "g")
+    hs = heads_from_model(str(tmp_path / "g"), tokens=TOKENS, length=20, heads=[0], multiplier="1/2")
+    assert [h.beta for h in hs] == [Fraction(1, 2), Fraction(1, 2)]          # scale 1, times m = 1/2
+    assert [h.name for h in hs] == ["l0-h0-m1_2", "l1-h0-m1_2"] and hs[0].provenance["multiplier"] == "1/2"
+    assert max(h.provenance["reconstruction_max_abs_diff"] for h in hs) <= 2e-6   # measured at m = 1
+
+
+def test_a_mask_other_than_the_familys_is_refused(folders, monkeypatch):
+    monkeypatch.setattr(families, "window", lambda f, config, layer: None)
+    with pytest.raises(ex.ModelError, match="attention mask lets query"):
+        heads_from_model(folders["mistral"], tokens=TOKENS, length=20)
+
+
+def test_unsupported_architecture_names_the_families(tmp_path):
+    t = transformers
+    t.T5Config(vocab_size=V, d_model=32, num_layers=1, num_heads=2, d_kv=8, d_ff=32).save_pretrained(tmp_path / "t5")
+    with pytest.raises(ex.ModelError) as e:
+        heads_from_model(str(tmp_path / "t5"), tokens=TOKENS)
+    assert "'t5' is not supported" in str(e.value) and "Llama" in str(e.value) and "BLOOM" in str(e.value)
+    assert isinstance(e.value, UserError)
+
+
+def test_bad_inputs_name_the_value(folders):
+    f = folders["llama"]
+    for kw, msg in [({"tokens": TOKENS[:10], "length": 20}, "too short: 10 token ids"),
+                    ({"tokens": [], "length": 20}, "no token ids"),
+                    ({"tokens": [5, V + 3] * 20, "length": 20}, f"token id {V + 3} at position 1"),
+                    ({"tokens": TOKENS, "length": 65}, "above the maximum of llama, 64 positions"),
+                    ({"tokens": TOKENS, "layers": [2]}, "layers: 2 is out of range 0..1"),
+                    ({"text": "some text"}, "no tokenizer"),
+                    ({"tokens": TOKENS, "dtype": "float16"}, "dtype")]:
+        with pytest.raises(UserError, match=msg):
+            heads_from_model(f, **kw)
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(ex.model_folder("minilm"), local_files_only=True)
+
+
+def test_text_through_a_saved_tokenizer(tmp_path, minilm_tokenizer):
+    """A random BERT folder given MiniLM's tokenizer (vocab_size must match it): windows of the
+    text framed by the tokenizer's own special tokens."""
+    t = transformers
+    torch.manual_seed(2)
+    folder = tmp_path / "bert-tok"
+    t.BertModel(t.BertConfig(**dict(COMMON, vocab_size=minilm_tokenizer.vocab_size), max_position_embeddings=64)
+                ).save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    txt = ex.builtin_text()[0][:5000]
+    a = heads_from_model(str(folder), text=txt, length=32, layers=[0], heads=[0])
+    b = heads_from_model(str(folder), text=txt, length=32, layers=[0], heads=[0], window=1)
+    assert a[0].provenance["text_sha256"] == ex.sha256_of(txt) and not np.array_equal(a[0].queries, b[0].queries)
+    _, tok, info = ex.load(str(folder))
+    ids, _, off = ex.inputs(tok, info, txt, None, 32, 1)
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id and off == 30
+    with pytest.raises(UserError, match="too short"):
+        heads_from_model(str(folder), text="two words", length=32)
+
+
+def test_token_files(tmp_path):
+    (tmp_path / "t.txt").write_text("1, 2 3\n4,5")
+    np.save(tmp_path / "t.npy", np.arange(7, dtype=np.int32))
+    assert ex.read_tokens_file(tmp_path / "t.txt").tolist() == [1, 2, 3, 4, 5]
+    assert ex.read_tokens_file(str(tmp_path / "t.npy")).tolist() == list(range(7))
+    (tmp_path / "bad.txt").write_text("1 2 three")
+    with pytest.raises(UserError, match="'three' is not an integer"):
+        ex.read_tokens_file(tmp_path / "bad.txt")
+
+
+# ---------------------------------------------------------------- certkit certify --model
+
+def cli(*args):
+    return main(["certify", *map(str, args)])
+
+
+def test_cli_certify_model_end_to_end(folders, tmp_path, capsys):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(" ".join(map(str, TOKENS)))
+    out = tmp_path / "out"
+    code = cli("--model", folders["bert"], "--tokens", tokens, "--length", 24, "--layers", "1", "--heads", "0,3",
+               "--eps", "1/4,1/2", "--peers", "svd", "--out", out)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["meta"]["family"] == "bert" and s["meta"]["length"] == 24 and s["meta"]["reconstruction_max_abs_diff"] <= 2e-6
+    assert [(r["layer"], r["head_index"], r["eps"]) for r in s["rows"]] == \
+        [(1, 0, "1/4"), (1, 0, "1/2"), (1, 3, "1/4"), (1, 3, "1/2")]
+    for r in s["rows"]:
+        assert 1 <= r["lower"] <= r["upper"] <= 24 and r["visible_dimension"] <= D and r["peers"]["svd"]["k"] >= r["upper"]
+        for key in ("lower_file", "upper_file"):
+            v = check(str(out / r[key]))
+            assert v.status == "VERIFIED", v.line()
+        doc = json.loads((out / r["upper_file"]).read_text())
+        assert doc["provenance"]["model"] == "bert" and doc["provenance"]["layer"] == 1
+    assert "| 1 | 3 | 3 | 1 | 1/sqrt(8) |" in (out / "summary.md").read_text()
+
+
+def test_cli_certify_minilm_on_a_text_file(tmp_path, capsys):
+    txt = tmp_path / "mine.txt"
+    txt.write_text(ex.builtin_text()[0][20000:24000])
+    code = cli("--model", "minilm", "--text", txt, "--length", 32, "--layers", 0, "--heads", 2, "--eps", "1/4",
+               "--peers", "none", "--out", tmp_path / "o")
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    (row,) = s["rows"]
+    assert s["meta"]["input"] == "--text mine.txt" and row["beta"] == "1/sqrt(32)" and row["mask"] is None
+    assert row["reconstruction_max_abs_diff"] <= 2e-6 and row["lower"] <= row["upper"]
+
+
+def test_cli_certify_decoder(folders, tmp_path, capsys):
+    """A decoder head's certificates state its row mask (format 1.1); before the writer can,
+    certify refuses with exit 3 rather than certify the unmasked matrix."""
+    tokens = tmp_path / "t.npy"
+    np.save(tokens, TOKENS)
+    out = tmp_path / "out"
+    code = cli("--model", folders["mistral"], "--tokens", tokens, "--length", 20, "--layers", 1, "--heads", 0,
+               "--eps", "1/4", "--peers", "none", "--out", out)
+    err = capsys.readouterr().err
+    if not certify_cmd.states_masks():
+        assert code == 3 and "cannot state row masks" in err and "Traceback" not in err
+        pytest.skip("the certificate writer does not state row masks yet (format 1.1): decoder heads exit 3")
+    assert code == 0, err
+    (row,) = json.loads((out / "summary.json").read_text())["rows"]
+    assert row["mask"] == "window(i, 12)"
+    for key in ("lower_file", "upper_file"):
+        assert check(str(out / row[key])).status == "VERIFIED"
+        assert "row_mask" in (out / row[key]).read_text()
+
+
+@pytest.mark.parametrize("args, needle, code", [
+    (["--tokens", "/nonexistent/t.txt"], "--tokens /nonexistent/t.txt: no such file", 66),
+    (["--text", "EMPTY"], "the file is empty", 64),
+    (["--text", "TEXT"], "no tokenizer", 64),
+    (["--tokens", "TOKENS", "--length", "65"], "--length 65: above the maximum", 64),
+    (["--tokens", "TOKENS", "--length", "60"], "too short: 50 token ids", 64),
+    (["--tokens", "TOKENS", "--text", "TEXT"], "not both", 64),
+    (["--tokens", "TOKENS", "--heads", "7"], "--heads: 7 is out of range 0..3", 64),
+    (["--tokens", "TOKENS", "--multipliers", "0"], "--multipliers: 0 is not > 0", 64),
+    (["--tokens", "TOKENS", "--synthetic", "gaussian"], "give no HEAD files", 64),
+])
+def test_cli_certify_model_bad_input(folders, tmp_path, capsys, args, needle, code):
+    (tmp_path / "empty.txt").write_text("  \n")
+    (tmp_path / "text.txt").write_text("a text")
+    (tmp_path / "tokens.txt").write_text(" ".join(map(str, TOKENS[:50])))
+    subst = {"EMPTY": tmp_path / "empty.txt", "TEXT": tmp_path / "text.txt", "TOKENS": tmp_path / "tokens.txt"}
+    got = cli("--model", folders["gpt2"], *[subst.get(a, a) for a in args], "--out", tmp_path / "o")
+    err = capsys.readouterr().err
+    assert got == code and needle in err and "Traceback" not in err, (got, err)
+
+
+def test_cli_unsupported_folder_and_options_without_model(tmp_path, capsys):
+    assert cli("--model", tmp_path, "--out", tmp_path / "o") == 64
+    assert "not 'minilm', 'mpnet' or a local model folder" in capsys.readouterr().err
+    assert cli("--synthetic", "gaussian", "--length", 64, "--out", tmp_path / "o") == 64
+    assert "--length needs --model" in capsys.readouterr().err
+
+
+def test_calibrate_refuses_a_decoder(folders):
+    from certkit.commands.calibrate import calibrate
+    with pytest.raises(UserError, match="is a decoder"):
+        calibrate(model=folders["llama"], lengths=[16], out=None)
