@@ -309,9 +309,15 @@ def plot(rows, sl, family, path):
     ax.set_ylabel("log10 M   (certified r_eps >= M)")
     law = {"sphere": "β^((d−1)/2), hemisphere lattice", "ball": "β^(d/2), discrete-Gaussian tokens",
            "interaction": "Γ^(r/2), invisible coordinate in R^(r+1)"}[family]
-    ax.set_title(f"{family}: r_eps ≍ {law}", fontsize=10)
+    finish_plot(fig, ax, f"{family}: r_eps ≍ {law}", path, legend_size=7)
+
+
+def finish_plot(fig, ax, title, path, legend_size):
+    """Title, grid, legend; saved without a software stamp (identical bytes on a rerun)."""
+    import matplotlib.pyplot as plt
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=legend_size)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
@@ -434,12 +440,7 @@ def causal_plot(law, eps, path):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length n")
     ax.set_ylabel("r_ε (certified bounds)")
-    ax.set_title(f"Causal attention at β = 0 (prefix averaging), ε = {eps}: r_ε = Θ(log n)", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    finish_plot(fig, ax, f"Causal attention at β = 0 (prefix averaging), ε = {eps}: r_ε = Θ(log n)", path, legend_size=8)
 
 
 # ---------------------------------------------------------------- CLI
