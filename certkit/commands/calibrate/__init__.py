@@ -98,7 +98,7 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 
 # ---------------------------------------------------------------- in memory
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
-              out=None, workers=1, progress=False, plots=False):
+              out=None, workers=1, progress=False, plots=False, scheduler=None):
     """Run (or resume) the calibration grid of a pretrained encoder and return
     {"rows": one dict per (length, layer, head, multiplier, eps) as in results.json,
      "summary": the statistics (report.statistics), "out": the folder used,
@@ -110,13 +110,16 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     out: the folder for configs, certificates, results.{csv,json} and SUMMARY.md (plots=True adds
     the three PNGs); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
-    it when done).  workers: processes; progress: a tqdm bar on stderr."""
+    it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
+    address; certkit.parallel), with identical results; progress: a tqdm bar on stderr."""
     from ...search.writer import ensure_folder
     from .grid import run_grid
     from .report import write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
+    from ...parallel import parse_scheduler
+    scheduler = parse_scheduler(scheduler, "scheduler")
     out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else ensure_folder(os.fspath(out), "out")
-    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress)
+    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler)
     rows, summary = write_summary(out, plots)
     return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
 
@@ -133,6 +136,9 @@ def add_arguments(p):
     p.add_argument("--eps", default="0.15,0.25,0.35", help="tolerances, exact (default 0.15,0.25,0.35)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default data/calibration/<model>)")
     p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="run the groups on Dask distributed instead: local or local:N (a LocalCluster of N "
+                        "workers) or a running scheduler's address, e.g. tcp://host:8786 (needs the 'dask' extra)")
     p.add_argument("--no-plots", action="store_true")
 
 
@@ -141,6 +147,8 @@ def run(args):
     from ...models.extract import model_name
     from .report import PAPER
     opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
+    from ...parallel import parse_scheduler
+    parse_scheduler(args.scheduler)                     # bad input before any work
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
     from ...search.writer import ensure_folder
     ensure_folder(out, "--out")
@@ -148,7 +156,7 @@ def run(args):
     layers, heads, lengths, mults, eps_list, workers = opts
     try:
         res = calibrate(args.model, layers, heads, lengths, mults, eps_list, out, workers,
-                        progress=sys.stderr.isatty(), plots=not args.no_plots)
+                        progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler)
     except KeyboardInterrupt:
         print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
         return 130

@@ -18,6 +18,7 @@ from . import CalibrateError
 from ... import geometry
 from ..certify import certify_lower, certify_upper
 from ...numbers import OverSqrt, tag
+from ... import parallel
 from ...search import writer
 from ...search.chain import best_chain, kept_keys
 from ...symbolic.float_chain import log_size
@@ -112,11 +113,12 @@ def head_task(task):
     return done
 
 
-def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False):
+def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False, scheduler=None):
     """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
     layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
     parsed values (certkit.commands.calibrate.parse_options).  Writes out/meta.json, one config per group
-    and the certificates; returns (groups computed now, groups already done, meta)."""
+    and the certificates; returns (groups computed now, groups already done, meta).  Each head's
+    groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler)."""
     from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
     if info["decoder"]:
@@ -152,23 +154,10 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
         from tqdm import tqdm
         bar = tqdm(total=left, desc=f"certkit calibrate {info['name']}", unit="group")
     done = 0
-    if workers <= 1:
-        for t in todo:
-            done += len(head_task(t))
-            if bar:
-                bar.update(len(t["multipliers"]))
-    else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-        for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[v] = "1"
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futs = [pool.submit(head_task, t) for t in todo]
-            for f in cf.as_completed(futs):
-                k = len(f.result())
-                done += k
-                if bar:
-                    bar.update(k)
+    for result in parallel.run(head_task, todo, workers, scheduler):
+        done += len(result)
+        if bar:
+            bar.update(len(result))
     if bar:
         bar.close()
     return done, total - left, meta

@@ -1,0 +1,97 @@
+"""Running independent tasks: serially, on a local process pool (--workers N) or on Dask
+distributed (--scheduler).  One function for every sweep (calibrate's groups, model-wide certify).
+
+    run(fn, tasks, workers=1, scheduler=None) -> iterator of fn(task), in completion order
+
+scheduler: None (use workers), "local" or "local:N" (a dask.distributed LocalCluster of N
+single-threaded worker processes, default 2), or the address of a running Dask scheduler
+("tcp://host:8786"; start one with `dask scheduler` and workers with `dask worker tcp://host:8786
+--nthreads 1` on each machine; every worker must see the output folder and have certkit installed).
+A task lost with its worker is re-run by the scheduler; fn must therefore be idempotent (certkit's
+tasks write their results atomically under a content-independent name).  BLAS runs one thread per
+worker process, as in the process pool, so results do not depend on the route.
+"""
+import contextlib
+import os
+
+from .errors import UserError
+
+SINGLE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def parse_scheduler(text, what="--scheduler"):
+    """None, ("local", n_workers) or ("address", address)."""
+    if text is None:
+        return None
+    t = str(text).strip()
+    if t == "local" or t.startswith("local:"):
+        try:
+            n = int(t.split(":", 1)[1]) if ":" in t else 2
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UserError(f"{what} {text!r}: expected local or local:N with N >= 1 workers")
+        return ("local", n)
+    if "://" not in t and ":" not in t:
+        raise UserError(f"{what} {text!r}: expected local, local:N or a scheduler address such as tcp://host:8786")
+    return ("address", t)
+
+
+def run(fn, tasks, workers=1, scheduler=None):
+    """fn(task) for every task, yielded as each completes (see the module docstring)."""
+    tasks = list(tasks)
+    sched = parse_scheduler(scheduler) if isinstance(scheduler, str) or scheduler is None else scheduler
+    if sched is None and workers <= 1:
+        for t in tasks:
+            yield fn(t)
+        return
+    with single_threaded_children():
+        yield from _pooled(fn, tasks, workers, sched)
+
+
+@contextlib.contextmanager
+def single_threaded_children():
+    """One BLAS thread in the worker processes started meanwhile; the caller's environment restored."""
+    saved = {v: os.environ.get(v) for v in SINGLE_THREAD}
+    os.environ.update({v: "1" for v in SINGLE_THREAD})
+    try:
+        yield
+    finally:
+        for v, old in saved.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+
+
+def _pooled(fn, tasks, workers, sched):
+    if sched is None:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            for f in cf.as_completed([pool.submit(fn, t) for t in tasks]):
+                yield f.result()
+        return
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("--scheduler needs the 'dask' extra: pip install 'certkit[dask]'",
+                                  name="distributed") from None
+    cluster = None
+    try:
+        if sched[0] == "local":
+            cluster = LocalCluster(n_workers=sched[1], threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+            client = Client(cluster)
+        else:
+            try:
+                client = Client(sched[1], timeout="20s")
+            except OSError as e:
+                raise UserError(f"--scheduler {sched[1]}: cannot reach the Dask scheduler ({e})") from None
+        with client:
+            futures = [client.submit(fn, t, pure=False) for t in tasks]
+            for f in as_completed(futures):
+                yield f.result()
+    finally:
+        if cluster is not None:
+            cluster.close()
