@@ -89,7 +89,8 @@ def _pooled(fn, tasks, workers, sched):
             except OSError as e:
                 raise UserError(f"--scheduler {sched[1]}: cannot reach the Dask scheduler ({e})") from None
         with client:
-            futures = [client.submit(fn, t, pure=False) for t in tasks]
+            futures = [client.submit(fn, t, pure=False, priority=len(tasks) - i)      # in the given order
+                       for i, t in enumerate(tasks)]
             for f in as_completed(futures):
                 yield f.result()
     finally:
