@@ -162,3 +162,16 @@ def test_kernel_rejection_counts_as_failure(monkeypatch):
     monkeypatch.setitem(peers.PEERS, "bad", lambda A, h, k, seed: (np.full((8, k), 1e300), np.full((8, k), 1e300)))
     r = peers.smallest_rank("bad", attention(h), h, instance(h), Fraction(1, 2))
     assert r["k"] is None and r["certified_error"] == float("inf")
+
+
+@pytest.mark.parametrize("peer", ["svd", "nystrom"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_k_independent_work_done_once_finds_the_same_rank(peer, seed):
+    """smallest_rank with the SVD / pivoted QRs computed once equals recomputing them at every k."""
+    from fractions import Fraction
+    from certkit.search.peers import smallest_rank
+    h = synthetic.head("gaussian", 48, 6, beta=Fraction(3), seed=seed)
+    A, inst = h.attention(), h.instance()
+    once, every = (smallest_rank(peer, A, h, inst, 0.25, reuse=r) for r in (True, False))
+    assert once["k"] is not None
+    assert (once["k"], once["certified_error"]) == (every["k"], every["certified_error"])

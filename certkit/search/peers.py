@@ -20,22 +20,24 @@ def _rank_limit(name, k, limit):
         raise ValueError(f"{name}: need 1 <= k <= {limit}, got k = {k}")
 
 
-def truncated_svd(A, h, k, seed=0):
-    """Eckart-Young: A = U S V^T, B = U_k S_k V_k^T; U = U_k S_k, V = V_k."""
+def truncated_svd(A, h, k, seed=0, prep=None):
+    """Eckart-Young: A = U S V^T, B = U_k S_k V_k^T; U = U_k S_k, V = V_k.  prep: the SVD of A
+    (PREPARE["svd"]), computed once per A by smallest_rank."""
     _rank_limit("svd", k, min(A.shape))
-    Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
+    Uf, s, Vt = PREPARE["svd"](A) if prep is None else prep
     return Uf[:, :k] * s[:k], Vt[:k].T.copy()
 
 
-def nystrom(A, h, k, seed=0):
+def nystrom(A, h, k, seed=0, prep=None):
     """Skeleton / CUR (Nystrom) form: B = A[:, J] pinv(A[I, J]) A[I, :].
 
     The k landmark columns J (rows I) are the first k pivots of a column-pivoted QR of A (of
     A^T): deterministic, seed unused.  U = A[:, J] pinv(A[I, J]), V = A[I, :]^T.  B interpolates
-    A exactly when rank(A[I, J]) = rank(A) <= k."""
+    A exactly when rank(A[I, J]) = rank(A) <= k.  prep: the two full pivot orders (PREPARE["nystrom"]),
+    whose first k entries are the pivots at every k."""
     _rank_limit("nystrom", k, min(A.shape))
-    J = scipy.linalg.qr(A, mode="r", pivoting=True)[1][:k]
-    I = scipy.linalg.qr(A.T, mode="r", pivoting=True)[1][:k]
+    cols, rows = PREPARE["nystrom"](A) if prep is None else prep
+    J, I = cols[:k], rows[:k]
     return A[:, J] @ np.linalg.pinv(A[np.ix_(I, J)]), A[I, :].T.copy()
 
 
@@ -102,19 +104,23 @@ def linformer(A, h, k, seed=0):
 
 
 PEERS = {"svd": truncated_svd, "nystrom": nystrom, "performer": performer, "linformer": linformer}
+# k-independent work of a peer, done once per A: the SVD; the column-pivoted QR orders of A and A^T
+PREPARE = {"svd": lambda A: np.linalg.svd(A, full_matrices=False),
+           "nystrom": lambda A: (scipy.linalg.qr(A, mode="r", pivoting=True)[1],
+                                 scipy.linalg.qr(A.T, mode="r", pivoting=True)[1])}
 
 
-def certified_error(method, A, h, inst, k, seed=0):
+def certified_error(method, A, h, inst, k, seed=0, prep=None):
     """Kernel-proven upper bound of max_i ||A_i - (U V^T)_i||_1 for the peer's rank-k factors
-    (inf when the kernel rejects them, e.g. on overflow)."""
-    U, V = PEERS[method](A, h, k, seed)
+    (inf when the kernel rejects them, e.g. on overflow).  prep: PREPARE[method](A), if any."""
+    U, V = PEERS[method](A, h, k, seed) if prep is None else PEERS[method](A, h, k, seed, prep=prep)
     try:
         return float(max_row_error(inst, np.ascontiguousarray(U), np.ascontiguousarray(V), "fast")[0])
     except Rejected:
         return float("inf")
 
 
-def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None):
+def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None, reuse=True):
     """Smallest rank k in 1..kmax (default min(n, N)) at which `method` certifies
     max_i ||A_i - B_i||_1 <= eps, with the kernel's bound (not the peer's float error) deciding.
 
@@ -122,13 +128,15 @@ def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None):
     the last failure and the first success.  Random or structured peers need not be monotone
     in k, so this is the smallest k found by doubling + bisection, and certified_error is the
     kernel bound at that k.  k = None when even kmax fails (certified_error then at kmax).
-    Returns {"method", "k", "certified_error", "seconds"}."""
+    The k-independent work (an SVD, pivoted QRs) is done once (reuse=False redoes it at every k,
+    the old behaviour, kept for benchmarks/bench_peers.py).  Returns {"method", "k", "certified_error", "seconds"}."""
     t0 = time.perf_counter()
     kmax = min(A.shape) if kmax is None else kmax
     err = {}
+    prep = PREPARE[method](A) if reuse and method in PREPARE else None
 
     def ok(k):
-        err[k] = certified_error(method, A, h, inst, k, seed)
+        err[k] = certified_error(method, A, h, inst, k, seed, prep)
         return err[k] <= eps
 
     lo, hi = 0, 1
