@@ -11,6 +11,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from fractions import Fraction
 
 from .head import Head
@@ -65,8 +66,9 @@ class Certificate:
             raw = f.read()
         return cls(raw, sidecars, check(path, route), dict(search or {}))
 
-    @property
+    @cached_property
     def doc(self):
+        """The certificate's JSON document, parsed once."""
         return json.loads(self.document)
 
     @property

@@ -131,7 +131,7 @@ class Head:
         if self.mask is not None:
             if not isinstance(self.mask, RowMask):
                 raise HeadError(f"mask: expected a certkit.RowMask, got {type(self.mask).__name__}")
-            seen = np.concatenate([[0], np.cumsum(K[:, 0] == K[:, 0] if w is None else w > 0)])
+            seen = np.concatenate([[0], np.cumsum(np.ones(K.shape[0], dtype=bool) if w is None else w > 0)])
             lo, hi = (np.clip(b, 0, K.shape[0]) for b in self.mask.bounds(np.arange(Q.shape[0])))
             empty = np.flatnonzero(seen[np.maximum(hi, lo)] - seen[lo] == 0)
             if empty.size:
