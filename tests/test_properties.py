@@ -107,6 +107,33 @@ def test_exp_inclusion_tiny_and_underflow(y):
     _exp_contains(y)
 
 
+_STEP = math.log(2) / 1024          # the reduction step ln2/2^S of proofs/ieee-exp.md (S = 10), approximately
+
+
+def _near_step(m, half, ulps):
+    """A few ulps around -(m + half) * step: where k = rint(y 2^S/ln2), the table index and the exponent change."""
+    y = -(m + half) * _STEP
+    return -abs(y + ulps * math.ulp(y))
+
+
+EXP_ARGS = (st.builds(_near_step, st.integers(0, 1077 * 1024), st.sampled_from([0.0, 0.5]), st.integers(-3, 3))
+            | st.floats(-745.2, -708.0) | st.floats(-760.0, -740.0) | st.floats(-2.0 ** -1000, 0.0)
+            | st.sampled_from([0.0, -0.0, -5e-324, -2.0 ** -1022, -708.3964185322641, -745.1332191019411,
+                               -746.0, -746.0000000000001, -1e6, -1e308])
+            | st.floats(max_value=0.0, allow_nan=False, allow_infinity=False))
+
+
+@given(st.lists(EXP_ARGS, min_size=1, max_size=80))
+def test_exp_error_bound_property(ys):
+    """|E(y) - e^y| <= EXP_REL e^y + EXP_ABS against Arb e^y, for y <= 0 at the reduction's rounding
+    boundaries, with subnormal results, near the clamp, at 0 and -0.0, tiny and huge |y|; evaluated in
+    place on a 2-D array (as the kernel does) it gives the same floats; E(-inf) = 0."""
+    _exp_contains(ys)
+    Y = np.array(ys + ys).reshape(2, -1)
+    assert np.array_equal(exp_nonpos(Y, out=Y), exp_nonpos(np.array(ys + ys)).reshape(2, -1))
+    assert exp_nonpos(np.array([-np.inf]))[0] == 0.0
+
+
 def test_exp_enclosure_is_not_mpmath_iv():
     """docs/numerics.md §1: mpmath's iv.exp(2^-40) misses e^(2^-40); ours must contain e^(-2^-40) and
     e^(-x) around it."""

@@ -53,11 +53,7 @@ def float_up(v):
 
 
 def float_down(v):
-    v = Fraction(v)
-    f = float(v)
-    while Fraction(f) > v:
-        f = math.nextafter(f, -math.inf)
-    return f
+    return -float_up(-Fraction(v)) + 0.0          # the largest binary64 <= v (+ 0.0: never -0.0)
 
 
 def arb_to_fraction_upper(x):
@@ -67,8 +63,7 @@ def arb_to_fraction_upper(x):
 
 
 def arb_to_fraction_lower(x):
-    man, exp = x.lower().man_exp()
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
+    return -arb_to_fraction_upper(-x)              # Arb negation is exact
 
 
 def arb_up(x):

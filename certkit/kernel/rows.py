@@ -22,7 +22,7 @@ from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import U, ETA, gamma, inflate, float_up, arb_up
 from .verdict import Rejected
 
-BLOCK = 256
+BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk
 
 
 def rho_softmax(N):
@@ -93,26 +93,26 @@ class _Prepared:
         return (self.cols <= hi) & (self.cols > hi - (np.inf if w is None else w))
 
     def block(self, idx):
-        """(m, rho) for the rows idx, m over kept columns."""
-        inst = self.inst
-        l = inst.Q[idx] @ self.Kt
-        l *= inst.beta.mid
-        if self.b_mid is not None:
-            l += self.b_mid
-        bias = self.bias_rows(idx)
-        biasmax = 0.0
-        if bias is not None:
-            l += bias
-            biasmax = np.max(np.abs(bias), axis=1)
-        vis = None if inst.mask is None else self.visible(idx)
-        if vis is not None:
-            l[~vis] = -np.inf                                    # max over the visible keys only
-        l -= np.max(l, axis=1, keepdims=True)
-        exp_nonpos(l, out=l)
-        if vis is not None:
-            l[~vis] = 0.0                                        # a masked entry of A is exactly 0
-        Z = np.sum(l, axis=1, keepdims=True)
-        l /= Z
+        """(m, rho) for the rows idx, m over kept columns; worked in chunks of rows that fit in cache."""
+        inst, l = self.inst, self.inst.Q[idx] @ self.Kt
+        biasmax, step = np.zeros(len(idx)), max(1, CHUNK // max(self.Nk, 1))
+        for c in range(0, len(idx), step):
+            ix, x = idx[c:c + step], l[c:c + step]
+            x *= inst.beta.mid
+            if self.b_mid is not None:
+                x += self.b_mid
+            bias = self.bias_rows(ix)
+            if bias is not None:
+                x += bias
+                biasmax[c:c + step] = np.max(np.abs(bias), axis=1)
+            vis = None if inst.mask is None else self.visible(ix)
+            if vis is not None:
+                x[~vis] = -np.inf                                # max over the visible keys only
+            x -= np.max(x, axis=1, keepdims=True)
+            exp_nonpos(x, out=x)
+            if vis is not None:
+                x[~vis] = 0.0                                    # a masked entry of A is exactly 0
+            x /= np.sum(x, axis=1, keepdims=True)
         return l, self.delta(idx, biasmax) + self.rho_sm
 
 
