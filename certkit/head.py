@@ -83,6 +83,9 @@ def as_float64(x, what):
     return np.array(a, dtype=np.float64)        # a fresh copy: the head owns its arrays
 
 
+BLOCKED = 1 << 22          # heads with more entries than this get their attention in row blocks
+
+
 def softmax_rows(L):
     """Row-wise softmax of float logits (entries -inf give 0).  Float, not rigorous: for search,
     peers, audits and reconstruction checks; the kernel never uses it."""
@@ -194,22 +197,32 @@ class Head:
         """A copy with some fields changed (e.g. head.replace(beta="1/4"))."""
         return dataclasses.replace(self, **changes)
 
-    def logits(self, beta=None):
-        """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns and masked entries)."""
-        L = (self.beta_float if beta is None else float(beta)) * (self.queries @ self.keys.T)
+    def logits(self, beta=None, rows=None):
+        """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns and masked
+        entries), for all rows or the rows slice `rows`."""
+        rows = slice(0, self.n) if rows is None else rows
+        L = (self.beta_float if beta is None else float(beta)) * (self.queries[rows] @ self.keys.T)
         if self.weights is not None:
             with np.errstate(divide="ignore"):
                 L = L + np.log(self.weights)
         if self.bias is not None:
-            L = L + self.bias
+            L = L + self.bias[rows]
         if self.mask is not None:
-            L[~self.mask.visible(np.arange(self.n), self.N)] = -np.inf
+            L[~self.mask.visible(np.arange(self.n)[rows], self.N)] = -np.inf
         return L
 
     def attention(self, beta=None):
         """The float64 attention matrix A (n x N): the one float softmax certkit's searches,
-        peers and audits use.  Not rigorous; the kernel recomputes A with proven enclosures."""
-        return softmax_rows(self.logits(beta))
+        peers and audits use.  Not rigorous; the kernel recomputes A with proven enclosures.
+        Large heads (n N > BLOCKED entries) are computed in row blocks straight into A, so the
+        peak memory is A plus one block."""
+        if self.n * self.N <= BLOCKED:
+            return softmax_rows(self.logits(beta))
+        A = np.empty((self.n, self.N))
+        step = max(1, BLOCKED // (4 * self.N))
+        for s in range(0, self.n, step):
+            A[s:s + step] = softmax_rows(self.logits(beta, slice(s, s + step)))
+        return A
 
     def beta_json(self):
         """beta in certificate format 1.0: an exact numeral, {"over_sqrt": [c, D]} or {"interval": [lo, hi]}."""

@@ -62,6 +62,7 @@ def check_mask_support(head):
 
 # ---------------------------------------------------------------- inputs
 
+SYNTHETIC_MAX = 16384       # n N float64 = 2 GiB at the maximum
 SYNTH = re.compile(r"^(?P<family>[a-z-]+)(?::(?P<params>.*))?$")
 
 
@@ -83,21 +84,26 @@ def parse_synthetic(spec):
     except ValueError:
         raise CertifyError(f"--synthetic {spec!r}: n, N, d, seed must be integers") from None
     beta = exact(p["beta"], f"--synthetic {spec!r}: beta")
-    if min(n, d, N or 1) < 1 or n > 4096 or (N or 0) > 4096 or beta < 0:
-        raise CertifyError(f"--synthetic {spec!r}: need 1 <= n, N <= 4096, d >= 1, beta >= 0")
+    if min(n, d, N or 1) < 1 or n > SYNTHETIC_MAX or (N or 0) > SYNTHETIC_MAX or beta < 0:
+        raise CertifyError(f"--synthetic {spec!r}: need 1 <= n, N <= {SYNTHETIC_MAX}, d >= 1, beta >= 0")
     name = f"{m['family']}-n{n}" + (f"-N{N}" if N else "") + f"-d{d}-beta{tag(beta)}-seed{seed}"
     return synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed, name=name)
 
 
 # ---------------------------------------------------------------- one head, one eps
 
-def certify_lower(A, eps, h, path, prov, layout=None, growth=None):
+def certify_lower(A, eps, h, path, prov, layout=None, shared=None):
     """Best kernel-VERIFIED lower certificate among the candidates: dict or None.
-    A: h.attention(); growth: a list kept by the caller across the eps of one A (lower.grow_inverse)."""
+    A: h.attention(); shared: a dict kept by the caller across the eps of one A, holding the
+    search's eps-free work (the farthest-row traversal, lower.grow_inverse's growth)."""
     e = float(eps)
+    shared = {} if shared is None else shared
+    if "far" not in shared:
+        shared["far"] = lower.farthest_rows(A, lower.far_count(*A.shape))
+    growth = shared.setdefault("growth", [])
     cands = [(M, kind, {"messages": (msgs, "int"), "cells": (cells, "int")})
-             for kind, M, msgs, cells in lower.decoding_candidates(A, e, growth=growth)]
-    for M, rows, cells in lower.frobenius_candidates(A, e):
+             for kind, M, msgs, cells in lower.decoding_candidates(A, e, growth=growth, far=shared["far"])]
+    for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"]):
         wit = {}
         if rows is not None:
             wit["rows"] = (rows, "int")
@@ -131,12 +137,12 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
             "tried": r["tried"]}
 
 
-def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None):
+def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory; None where the search found none), with the peers' smallest k.
     A, inst: head.attention() and head.instance() when the caller shares them between eps.
     provenance: extra string/integer fields for the certificates' provenance (a model head's
-    model, layer, head, ...).  A head with a row mask the writer cannot state raises Unsupported."""
+    model, layer, head, ...); shared: see certify_lower.  A head with a row mask the writer cannot state raises Unsupported."""
     from ..api import Certificate, Sandwich
     check_mask_support(head)
     t0 = time.perf_counter()
@@ -146,7 +152,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     prov.update({k: v for k, v in (provenance or {}).items()
                  if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-        lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT)
+        lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT, shared)
         up = certify_upper(A, eps, head, inst, os.path.join(tmp, "upper.json"), prov,
                            floor=lo["bound"] if lo else 1, attempts=attempts, layout=LAYOUT)
         lower_c = Certificate.read(lo["file"], search=lo) if lo else None
@@ -168,9 +174,9 @@ def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provena
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
     check_mask_support(head)
     A, inst = head.attention(), head.instance()
-    rows = []
+    rows, shared = [], {}
     for eps in eps_list:
-        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance)
+        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared)
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows

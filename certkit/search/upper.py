@@ -28,6 +28,9 @@ from scipy.optimize import linprog
 from .basic import row_errors
 
 SAFETY = 1e-7          # float target eps (1 - SAFETY): the certified error adds ~1e-13
+BLOCK = 1 << 18        # entries per row block of the refinement on large heads
+LARGE = 1 << 22        # n N above this: a sketched SVD and row-blocked errors (docs/design.md, long contexts)
+REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 4 n N bytes)
 
 
 # ---------------------------------------------------------------- row fits on a basis
@@ -119,17 +122,20 @@ class _Stop(Exception):
 
 
 def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeless=1.2,
-           early=((60, 1.5),), memory=10):
+           early=((60, 1.5),), memory=10, budget=None):
     """L-BFGS on (C, G) for the smoothed p-norm of the row l1 errors; stops as soon as the
     exact float max row error is <= eps (1 - SAFETY) when eps is given, and gives up after
     check_at evaluations if it is still above hopeless * eps (and after c evaluations if still
-    above h * eps, for each (c, h) in early); memory: the L-BFGS pairs kept.  Returns (C, G)
-    in float64.
+    above h * eps, for each (c, h) in early); memory: the L-BFGS pairs kept; budget: None or a
+    one-element list of evaluations left, shared by the caller's refinements (stop at 0).
+    Returns (C, G) in float64.
 
     The objective and its gradient are evaluated in float32 (half the memory traffic of the
     n x N residual and the L-BFGS memory); the stopping test is float64 wherever the float32
     error is within 1e-4 of the target, and every success is re-checked in float64 by the
-    caller and then by the kernel."""
+    caller and then by the kernel.  Heads with n N > LARGE are evaluated in row blocks of
+    about BLOCK entries (the residual is recomputed for the gradient pass; nothing n x N is
+    held beyond A and its float32 copy)."""
     n, k = C.shape
     N = G.shape[1]
     target = None if eps is None else eps * (1 - SAFETY)
@@ -140,37 +146,59 @@ def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeles
     best = [np.inf]                              # best float max row error so far
     checks = dict(early)
     checks[check_at] = min(checks.get(check_at, np.inf), hopeless)
+    step = n if n * N <= LARGE else max(1, BLOCK // N)
+    blocks = [slice(s, s + step) for s in range(0, n, step)]
+
+    def residual(Cx, Gx, b):
+        R = Cx[b] @ Gx
+        R -= A32[b]
+        return R
 
     def f(x):
         x32 = x.astype(np.float32)
         Cx, Gx = x32[:n * k].reshape(n, k), x32[n * k:].reshape(k, N)
-        R = Cx @ Gx
-        R -= A32
         calls[0] += 1
-        S = np.abs(R)
+        if budget is not None:
+            budget[0] -= 1
+        abs_rows, e = np.empty(n), np.empty(n)
+        for b in blocks:
+            R = residual(Cx, Gx, b)
+            S = np.abs(R)
+            abs_rows[b] = S.sum(axis=1, dtype=np.float64)
+            np.multiply(R, R, out=S)
+            S += d2
+            np.sqrt(S, out=S)
+            e[b] = S.sum(axis=1, dtype=np.float64)
         if target is not None:
-            worst = float(S.sum(axis=1, dtype=np.float64).max())
+            worst = float(abs_rows.max())
             if worst <= target * (1 + 1e-4):         # decide in float64
-                worst = float(row_errors(A, x[:n * k].reshape(n, k) @ x[n * k:].reshape(k, N)).max())
+                worst = float(factor_row_errors(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)).max())
             best[0] = min(best[0], worst)
             c = calls[0]
             if worst <= target or (c in checks and best[0] > checks[c] * target):
                 raise _Stop(x.copy())
-        np.multiply(R, R, out=S)
-        S += d2
-        np.sqrt(S, out=S)
-        e = S.sum(axis=1, dtype=np.float64)
+        if budget is not None and budget[0] <= 0:
+            raise _Stop(x.copy())
         m = e.max()
         r = e / m
         w = r ** p
         sw = w.sum()
         F = m * sw ** (1 / p)
-        ge = w / r / sw ** (1 - 1 / p)               # (e / m)^(p - 1) / sw^(1 - 1/p)
-        np.divide(R, S, out=S)
-        S *= ge.astype(np.float32)[:, None]
+        ge = (w / r / sw ** (1 - 1 / p)).astype(np.float32)       # (e / m)^(p - 1) / sw^(1 - 1/p)
         g = np.empty(x.size)
-        g[:n * k] = (S @ Gx.T).ravel()
-        g[n * k:] = (Cx.T @ S).ravel()
+        gC, gG = g[:n * k].reshape(n, k), None
+        for b in blocks:                                          # one block: R, S from above
+            if len(blocks) > 1:
+                R = residual(Cx, Gx, b)
+                S = np.multiply(R, R)
+                S += d2
+                np.sqrt(S, out=S)
+            np.divide(R, S, out=S)
+            S *= ge[b][:, None]
+            gC[b] = S @ Gx.T
+            part = Cx[b].T @ S
+            gG = part if gG is None else gG + part
+        g[n * k:] = gG.ravel()
         return F, g
 
     x0 = np.concatenate([C.ravel(), G.ravel()])
@@ -251,7 +279,7 @@ def lp_rescue(A, C, G, eps, near=1.01, work=8000):
     optimum is never worse than the row's current fit).  Skipped when rows x k^2 > work (the
     LP's cost).  Returns C with those rows replaced if every row is then within target, else None."""
     target = eps * (1 - SAFETY)
-    e = row_errors(A, C @ G)
+    e = factor_row_errors(A, C, G)
     bad = np.flatnonzero(e > target)
     k = G.shape[0]
     if bad.size == 0 or e.max() > near * target or bad.size * k * k > work:
@@ -261,7 +289,7 @@ def lp_rescue(A, C, G, eps, near=1.01, work=8000):
         return None
     C = C.copy()
     C[bad] = C_lp
-    return C if row_errors(A, C @ G).max() <= target else None
+    return C if factor_row_errors(A, C, G).max() <= target else None
 
 
 def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=True, **kw):
@@ -269,12 +297,13 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
     floor) with refine (and lp_rescue of a near miss), at most `attempts` times; yields every
     (k', C', G') whose float max row error is <= eps (1 - SAFETY).  A rank that failed is not
     tried again from the same start (the same computation), nor, unless retry, from a later
-    one (a retry rarely succeeds and costs a full refinement)."""
+    one (a retry rarely succeeds and costs a full refinement).  kw: passed to refine (a shared
+    budget, if given, also ends the descent when spent)."""
     target = eps * (1 - SAFETY)
     k = C.shape[1]
     step = max(1, k // 8)
     failed, failed_here = set(), set()
-    while k > floor and attempts > 0:
+    while k > floor and attempts > 0 and (kw.get("budget") is None or kw["budget"][0] > 0):
         k1 = max(floor, k - step)
         if k1 in failed_here or (not retry and k1 in failed):
             if step > 1:
@@ -283,7 +312,7 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
             return
         attempts -= 1
         C1, G1 = refine(A, *truncate(C, G, k1), eps=eps, iters=iters, **kw)
-        ok = row_errors(A, C1 @ G1).max() <= target
+        ok = factor_row_errors(A, C1, G1).max() <= target
         if not ok and rescue:
             C2 = lp_rescue(A, C1, G1, eps)
             if C2 is not None:
@@ -332,9 +361,12 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         return False
 
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
-    Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
     target = eps * (1 - SAFETY)
-    k_svd = svd_rank(A, Uf, s, Vt, target)
+    if n * N <= LARGE:
+        Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
+        k_svd = svd_rank(A, Uf, s, Vt, target)
+    else:
+        Uf, s, Vt, k_svd = sketched_svd_rank(A, target)
     for k in range(k_svd, len(s) + 1):
         if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
             break
@@ -361,8 +393,10 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
                 continue
             offer(name, C, G)
 
-    # 3. joint refinement, warm-started from the best
-    if best["k"] > floor:
+    # 3. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats)
+    if best["k"] > floor and n * N <= REFINE_MAX:
+        if n * N > LARGE:                # large heads: a budget of objective evaluations, O(n N) each
+            kw.setdefault("budget", [max(200, (1 << 32) // (n * N))])
         C0, G0 = best["U"], best["V"].T
         for k, C, G in descend(A, eps, C0, G0, floor, attempts, **kw):
             if not offer("refined", C, G):
@@ -390,3 +424,53 @@ def svd_rank(A, Uf, s, Vt, target):
                 row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target:
             return k
     return len(s)
+
+
+def factor_row_errors(A, C, G, block_entries=1 << 22):
+    """||A_i - (C G)_i||_1 for every row i, in row blocks (no n x N temporary)."""
+    step = max(1, block_entries // max(A.shape[1], 1))
+    out = np.empty(A.shape[0])
+    for s in range(0, A.shape[0], step):
+        B = C[s:s + step] @ G
+        np.subtract(A[s:s + step], B, out=B)
+        np.abs(B, out=B)
+        out[s:s + step] = B.sum(axis=1)
+    return out
+
+
+def sketched_svd(A, K, power=2, oversample=16, seed=0):
+    """Rank-K truncated SVD (U, s, Vt) of A by a randomized range finder (Halko, Martinsson &
+    Tropp 2011, Alg. 4.4: K + oversample Gaussian probes, `power` subspace iterations with
+    re-orthonormalisation), seeded: deterministic.  Work O(n N K); memory O((n + N) K) beyond A."""
+    n, N = A.shape
+    p = min(K + oversample, n, N)
+    Q = np.linalg.qr(A @ np.random.default_rng(seed).standard_normal((N, p)))[0]
+    for _ in range(power):
+        Q = np.linalg.qr(A @ np.linalg.qr(A.T @ Q)[0])[0]
+    Ub, s, Vt = np.linalg.svd(Q.T @ A, full_matrices=False)
+    K = min(K, p)
+    return Q @ Ub[:, :K], s[:K], Vt[:K]
+
+
+def sketched_svd_rank(A, target, K=64):
+    """(U, s, Vt, k) for large A: a sketched SVD of rank K (K x 4 until its rank-K truncation
+    meets target, or K = min(n, N)) and the smallest k whose truncation has float max row error
+    <= target, by bisection over k (the error is close to non-increasing in k; the kernel
+    judges every offer anyway): O(n N K log K) instead of the full SVD's O(n N min(n, N))."""
+    n, N = A.shape
+    while True:
+        Uf, s, Vt = sketched_svd(A, K)
+        err = lambda k: factor_row_errors(A, Uf[:, :k] * s[:k], Vt[:k]).max()
+        if err(len(s)) <= target:
+            break
+        if len(s) >= min(n, N):
+            return Uf, s, Vt, len(s)
+        K *= 4
+    lo, hi = 0, len(s)                          # err(hi) <= target; lo fails (or is 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if err(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return Uf, s, Vt, hi

@@ -59,7 +59,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
             "length": p["length"], "multiplier": str(mult), "text_sha256": text_sha256}
     full = prof.rows[-1]
     chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
-    growth = []                                 # the lower search's greedy growth, shared by the eps
+    shared = {}                                 # the lower search's eps-free work, shared by the eps
     rows = []
     for e in eps_list:
         eps = Fraction(e)
@@ -68,7 +68,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
         stem = os.path.join(base_dir, name)
         r_int = geometry.r_svd_int(prof.rows, eps=float(eps))
         r_op = geometry.r_opt(prof.rows, float(eps), log_size)
-        lo = certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, growth)
+        lo = certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, shared)
         up = certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
                            layout=LAYOUT, **UPPER_SEARCH)
         rs = sorted({r for r in (r_op, prof.r_max) if r is not None})
