@@ -28,8 +28,9 @@ from scipy.optimize import linprog
 from .basic import row_errors
 
 SAFETY = 1e-7          # float target eps (1 - SAFETY): the certified error adds ~1e-13
-BLOCK = 1 << 18        # entries per row block of the refinement on large heads
+BLOCK = 1 << 20        # entries per row block of the refinement on large heads
 LARGE = 1 << 22        # n N above this: a sketched SVD and row-blocked errors (docs/design.md, long contexts)
+BUDGET_FROM = 1 << 20  # n N above this: the refinement has max(200, 2^32 / (n N)) evaluations in all
 REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 4 n N bytes)
 
 
@@ -395,7 +396,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
 
     # 3. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats)
     if best["k"] > floor and n * N <= REFINE_MAX:
-        if n * N > LARGE:                # large heads: a budget of objective evaluations, O(n N) each
+        if n * N > BUDGET_FROM:          # large heads: a budget of objective evaluations, O(n N) each
             kw.setdefault("budget", [max(200, (1 << 32) // (n * N))])
         C0, G0 = best["U"], best["V"].T
         for k, C, G in descend(A, eps, C0, G0, floor, attempts, **kw):
