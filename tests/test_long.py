@@ -168,3 +168,10 @@ def test_synthetic_sizes():
     assert parse_synthetic("gaussian:n=16384,d=2").n == 16384
     with pytest.raises(CertifyError, match="16384"):
         parse_synthetic("gaussian:n=16385,d=2")
+
+
+def test_contraction_in_blocks_of_messages_is_the_same():
+    A = attention("gaussian", 60, 4, 2, 6)
+    cells = lower.argmax_cells(A, lower.farthest_rows(A, 5))
+    rows = np.arange(60)
+    assert np.array_equal(lower.contraction(A, rows, cells, 5, block_entries=100), lower.contraction(A, rows, cells, 5))

@@ -33,9 +33,8 @@ def _contraction(inst, claim, witness, base_dir, route, name):
     dec = Decoder(w, "$.witness", base_dir, inst.N, M)
     if claim.bound > M:
         raise Rejected(f"{name}/size", f"{M} messages vs claimed bound {claim.bound}")
-    _, m, rho = enclose_all(inst, msg, route)
-    T, err = dec.apply(m)
-    return T, inflate(rho + err, 2), msg
+    _, T, e = enclose_all(inst, msg, route, dec)
+    return T, e, msg
 
 
 def check_margin(inst, claim, witness, base_dir, route):

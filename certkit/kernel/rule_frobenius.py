@@ -1,8 +1,7 @@
 """Rule lower-frobenius-tail — proofs/frobenius-tail.md (docs/mathematics.md Lemma 8.3).
 
 Statement: C = S A G (S selects n' rows, G a decoder, default all rows and G = I).  If
-rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2.  So
-tail_M(C) > n' eps^2 implies r_eps(A) >= M  (M = the claimed bound).
+rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2: tail_M(C) > n' eps^2 => r_eps(A) >= M.
 
 Enclosure: C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <= row l1);
 sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
@@ -25,12 +24,8 @@ from .verdict import Rejected
 def check(inst, claim, witness, base_dir, route):
     w = obj(witness, "$.witness", [], ["rows", "cells", "decoder"])
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
-    _, m, rho = enclose_all(inst, rows, route)
-    if "cells" in w or "decoder" in w:
-        C, err = Decoder(w, "$.witness", base_dir, inst.N).apply(m)
-        e = inflate(rho + err, 2)
-    else:
-        C, e = m, rho
+    dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
+    _, C, e = enclose_all(inst, rows, route, dec)          # C = fl(m G) row block by row block
     n1 = C.shape[0]
     M = claim.bound
     if M > min(C.shape):

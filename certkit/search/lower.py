@@ -21,14 +21,18 @@ WORK = 1 << 30        # budget of the farthest-row traversal, in entries visited
 FULL_SVD = 1 << 22    # the Frobenius tail on A itself only up to this many entries (an n x N SVD)
 
 
-def contraction(A, msgs, cells, M=None):
+def contraction(A, msgs, cells, M=None, block_entries=1 << 22):
     """T[a, b] = sum_{j in cell b} A[msgs[a], j] (cells[j] = -1: in no cell); summed in column
-    order (one bincount over (row, cell) pairs), as np.add.at would."""
+    order (one bincount over (row, cell) pairs), as np.add.at would; in blocks of messages of
+    about block_entries entries (the same sums row by row)."""
     M = len(msgs) if M is None else M
     m = len(msgs)
     sel = np.flatnonzero(cells >= 0)
     if not (m and M and sel.size):
         return np.zeros((m, M))
+    step = max(1, block_entries // sel.size)
+    if m > step:
+        return np.concatenate([contraction(A, msgs[s:s + step], cells, M) for s in range(0, m, step)])
     idx = (np.arange(m)[:, None] * M + cells[sel][None, :]).ravel()
     return np.bincount(idx, weights=A[np.ix_(msgs, sel)].ravel(), minlength=m * M).reshape(m, M)
 

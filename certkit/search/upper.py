@@ -140,7 +140,7 @@ def refine(A, C, G, eps=None, p=16, delta=1e-4, iters=400, check_at=120, hopeles
     n, k = C.shape
     N = G.shape[1]
     target = None if eps is None else eps * (1 - SAFETY)
-    scale = max(float(np.abs(A).max()), 1e-300)
+    scale = max(float(A.max()), -float(A.min()), 1e-300)       # max |A_ij|, without an n x N temporary
     d2 = np.float32((delta * scale) ** 2)
     A32 = A.astype(np.float32)
     calls = [0]
