@@ -7,6 +7,7 @@
   certkit certify HEAD...       certified sandwiches lower <= r_eps <= upper, peers compared
   certkit scale                 the sphere / ball / interaction scaling laws, every point a VERIFIED lower bound
   certkit calibrate             the real-model calibration grid (pretrained heads, offline)
+  certkit report DIR            a self-contained report.html for a calibrate, certify or scale folder
 
 One error layer: main() turns certkit.errors.UserError into `certkit <command>: error: <message>` and
 its exit code (64 usage, 66 missing input, 73 unwritable output), a missing optional dependency into
@@ -413,6 +414,22 @@ COMMANDS = {
         "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
         "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
         modules=("certkit.commands.calibrate",), extras=("search", "plots", "models")),
+    "report": Command(
+        "a self-contained report.html for a calibrate, certify or scale output folder",
+        "Build DIR/report.html from an output folder of certkit calibrate (meta.json with configs/ or "
+        "results.json), certify (summary.json) or scale (summary.json, points.csv): what was run, the tables "
+        "(for calibrate the statistics recomputed from the rows: Spearman(r_SVD_int, R_con) pooled, per m, eps, "
+        "length, layer and rank-within-m with bootstrap intervals over heads, both bridges, the shares, "
+        "sandwiches, the paper's numbers beside ours), every figure of the folder embedded as PNG (calibrate: "
+        "made first when missing, as PNG, PDF and SVG; certify: a sandwich figure is added), and the rows "
+        "(long tables cut at --rows). One file, no external CSS, script, font or address: it opens offline "
+        "in any browser. No date in it: the same folder gives the same page.",
+        "Exit status: 0 written, 4 internal error, 64 DIR is not such an output folder (or bad usage), "
+        "66 DIR does not exist, 69 the 'plots' extra (matplotlib) is missing where a figure must be made, "
+        "73 the page or a figure cannot be written.\n"
+        "Examples:\n  certkit report data/calibration/minilm\n  certkit report data/scaling\n"
+        "  certkit report /tmp/c --out /tmp/c.html",
+        modules=("certkit.commands.report",), extras=("plots",)),
     "tables": Command(
         "write tables of certified constants (CSV, Markdown, LaTeX)",
         "Tables of the constants the theorems use: theta_m (A_m* and Rogers), N_net(m, eta), C_m^pack and "

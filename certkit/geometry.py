@@ -36,6 +36,7 @@ Deviations from the letter of docs/mathematics.md (all documented where they hap
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -48,7 +49,7 @@ from .kernel import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
 
 __all__ = [
     "frame", "visible_dimension", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
-    "residual_profile", "ResidualRow",
+    "residual_profile", "ResidualRow", "centred_bias", "absorb_bias", "biased_rank_lower", "LazyProfile",
     "ResidualProfile", "r_svd_int", "r_opt", "gibbs_form",
 ]
 
@@ -388,12 +389,15 @@ class ProfileGeometry:
     w2: float
 
 
-def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None):
+def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None, log_offset=None):
     """ProfileGeometry of the head (zero-weight columns dropped); shared by every beta (docs/mathematics.md §5.2:
-    radii, diameters and kappa do not involve beta) and by the chain witnesses of search/chain."""
+    radii, diameters and kappa do not involve beta) and by the chain witnesses of search/chain.
+    log_offset: an N-vector added to log w (the column term of a logit bias, absorb_bias)."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
     logw = _log_weights(weights, K.shape[0])
+    if log_offset is not None:
+        logw = logw + np.asarray(log_offset, dtype=np.float64)
     keep = np.isfinite(logw)
     if not keep.any():
         raise ValueError("all column weights are zero")
@@ -476,6 +480,171 @@ def r_opt(profile, eps, log_size: Callable[[int, float, float], float]):
             if best is None or v < best[1]:
                 best = (row.r, v)
     return None if best is None else best[0]
+
+
+# ----------------------------------------------------------------------------- §6.4 logit bias
+
+def centred_bias(bias, keep):
+    """(B_c, col) for a logit bias B on the kept columns (docs/mathematics.md §6.4):
+    B = B_c + (row term) + 1 col^T with B_c = J_n B J_N doubly centred (J = I - 11^T / size) and
+    col_j = mean_i B_ij (the column term, absorbed into the weights; 0 on dropped columns)."""
+    B = np.asarray(bias, dtype=np.float64)
+    Bk = B[:, keep]
+    col = np.zeros(B.shape[1])
+    col[keep] = Bk.mean(axis=0)
+    Bc = Bk - Bk.mean(axis=0) - Bk.mean(axis=1, keepdims=True) + Bk.mean()
+    return Bc, col
+
+
+def absorb_bias(Q, K, beta, bias, weights=None):
+    """(Qa, Ka, log_offset): a bias-free head with the same attention as the head with logit bias B
+    (docs/mathematics.md §6.4).  With B_c = U diag(s) V^T (centred_bias, singular values above
+    max(n, N) u s_1 kept):
+        qa_i = (q_i, U_i s^(1/2) / sqrt(beta)),  ka_j = (k_j, V_j s^(1/2) / sqrt(beta)),
+    so beta <qa_i, ka_j> = beta <q_i, k_j> + (B_c)_ij and the logits of (Qa, Ka, w e^col) differ
+    from beta <q_i, k_j> + log w_j + B_ij by a row term only: softmax, r_exact, the profile and
+    r_SVD_int of the logits with their bias are those of (Qa, Ka).  Float, untrusted; the rank of
+    the biased logits is certified separately (biased_rank_lower).  bias None: (Q, K, None)."""
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    if bias is None:
+        return Q, K, None
+    b = _as_float(beta)
+    if not b > 0:
+        raise ValueError("absorbing a logit bias needs beta > 0")
+    keep = np.isfinite(_log_weights(weights, K.shape[0]))
+    Bc, col = centred_bias(bias, keep)
+    Ub, s, Vbt = np.linalg.svd(Bc, full_matrices=False)
+    k = int(np.sum(s > 4 * max(Bc.shape) * _u * _fro(np.asarray(bias)[:, keep])))   # above the centring's noise
+    root = np.sqrt(s[:k] / b)
+    Ka_extra = np.zeros((K.shape[0], k))
+    Ka_extra[keep] = Vbt[:k].T * root
+    return np.hstack([Q, Ub[:, :k] * root]), np.hstack([K, Ka_extra]), col
+
+
+class LazyProfile:
+    """The SVD-bridge profile of a head computed only at the r asked for (row(r), cached), for heads
+    whose r_max is too large for every r (a logit bias absorbed by absorb_bias gives r_max up to
+    n - 1).  The radii are taken about Bădoiu–Clarkson centres (chebyshev_centre without the SLSQP
+    polish: any centre gives a valid radius, within a factor 1 + 1/sqrt(200) of the least), so each
+    tau here is the same upper bound as in residual_profile, slightly looser.  tau_r^width is
+    non-increasing in r (nested projections shrink radii and diameters), so r_svd_int(tau) is found
+    by bisection with O(log r_max) rows."""
+
+    def __init__(self, Q, K, beta, weights=None, log_offset=None):
+        Q = np.asarray(Q, dtype=np.float64)
+        K = np.asarray(K, dtype=np.float64)
+        logw = _log_weights(weights, K.shape[0])
+        if log_offset is not None:
+            logw = logw + np.asarray(log_offset, dtype=np.float64)
+        keep = np.isfinite(logw)
+        K, self.logw = K[keep], logw[keep]
+        f = self.frame = frame(Q, K)
+        self.beta = _as_float(beta)
+        self.m, self.r_max, self.sigma = f["m"], f["r_num"], f["sigma"]
+        self.Qt, self.Kt = Q @ f["Omega"], K @ f["Omega"]
+        self.c2, self.d2 = _fast_centre(self.Qt[:, self.m:])
+        self.w2 = diameter(self.Kt[:, self.m:])
+        self.cache = {}
+
+    def row(self, r):
+        """The ResidualRow at r (0 <= r <= r_max)."""
+        if r not in self.cache:
+            m, b, Qt, Kt = self.m, self.beta, self.Qt, self.Kt
+            _, rho_Q = _fast_centre(Qt[:, :r])
+            _, rho_K = _fast_centre(Kt[:, :r])
+            c1, d1 = _fast_centre(Qt[:, r:m])
+            w1 = diameter(Kt[:, r:m])
+            sig = float(self.sigma[r]) if r < self.sigma.size else 0.0
+            osc, act = _blocked_osc_and_errors(Qt, Kt, r, m, c1, self.c2, b, self.logw)
+            d2, w2 = self.d2, self.w2
+            self.cache[r] = ResidualRow(
+                r=r, rho_Q=rho_Q, rho_K=rho_K, Gamma_W=b * rho_Q * rho_K, delta_Q=(d1, d2), omega_K=(w1, w2),
+                sigma_next=sig, kappa=float("nan"), tau_exact=_two_tanh_quarter(osc),
+                tau_width=_two_tanh_quarter(b * (d1 * w1 + d2 * w2)),
+                tau_spec=_two_tanh_quarter(b * (2.0 * d1 * sig + d2 * w2)), actual=act)
+        return self.cache[r]
+
+    def r_svd_int(self, tau):
+        """min{r : tau_r^width <= tau} by bisection (None when even r_max misses tau)."""
+        if self.row(self.r_max).tau_width > tau:
+            return None
+        lo, hi = -1, self.r_max                 # tau_lo > tau (lo = -1: none), tau_hi <= tau
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.row(mid).tau_width <= tau:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def curve(self, points=24):
+        """Rows at about `points` r from 0 to r_max (every r up to 16, then geometric), plus every r
+        already computed."""
+        rs = set(range(min(16, self.r_max) + 1)) | {self.r_max}
+        rs |= {int(round(v)) for v in np.geomspace(16, max(self.r_max, 16), max(points - 16, 2))} if self.r_max > 16 else set()
+        for r in sorted(rs):
+            self.row(min(r, self.r_max))
+        return [self.cache[r] for r in sorted(self.cache)]
+
+
+def _fast_centre(X):
+    """(c, radius about c): chebyshev_centre's Bădoiu–Clarkson centre, no SLSQP polish."""
+    if X.shape[1] == 0 or X.shape[0] == 0:
+        return np.zeros(X.shape[1]), 0.0
+    return chebyshev_centre(X, max_rounds=0)
+
+
+def biased_rank_lower(Q, K, beta, bias, weights=None):
+    """A certified lower bound on r_exact of the biased logits, rank J_n (beta Q K^T + B) J_N on the
+    kept columns (docs/mathematics.md §6.4; proofs/bias-rank.md): (bound, E).
+
+    M^ = fl(fl(b^ fl(Q K^T)) + B) with b^ = float(beta); C^ = fl(J M^ J) by a column then a row
+    centring.  With P = Q K^T, |b^ - beta| <= db (Arb) and F = ||Q||_F ||K||_F >= ||P||_F:
+        ||M^ - M||_F <= (1 + u)^2 (db ((1 + g_d) F + sqrt(nN) d eta) + beta (g_d F + sqrt(nN) d eta))
+                        + ((1 + u)^2 - 1) beta F + u ||B||_F + sqrt(nN) eta,
+    ||J (M^ - M) J||_F <= ||M^ - M||_F (||J||_2 = 1), and each centring X -> X - 1 fl(mean)^T adds
+    at most sqrt(p) ||g_p mean|X| || + u ||fl result||_F.  Weyl: sigma_k(C) >= lo_k(C^) - E, so the
+    rank is >= #{k : lo_k > E}.  beta must be an exact Fraction or OverSqrt."""
+    import flint
+    from .kernel import arb_of, arb_up
+    from .numbers import OverSqrt
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    keep = np.isfinite(_log_weights(weights, K.shape[0]))
+    K, B = K[keep], np.asarray(bias, dtype=np.float64)[:, keep]
+    n, d = Q.shape
+    N = K.shape[0]
+    if n < 2 or N < 2:
+        return 0, 0.0
+    beta = parse_beta(beta)
+    with flint.ctx.workprec(80):
+        if isinstance(beta, OverSqrt):
+            exact_b = arb_of(beta.c) / arb_of(beta.D).sqrt()
+        elif isinstance(beta, Fraction):
+            exact_b = arb_of(beta)
+        else:
+            raise ValueError("biased_rank_lower needs a point beta (a Fraction or c/sqrt(D))")
+        bh = float(beta)
+        db = arb_up(abs(exact_b - flint.arb(bh)))
+        bu = arb_up(exact_b)
+    M = bh * (Q @ K.T) + B
+    F = inflate(_fro_up(Q) * _fro_up(K), 2)
+    gd = gamma(max(d, 2))
+    e = ((1 + _u) ** 2 * (db * ((1 + gd) * F + math.sqrt(n * N) * d * ETA) + bu * (gd * F + math.sqrt(n * N) * d * ETA))
+         + ((1 + _u) ** 2 - 1) * bu * F + _u * _fro_up(B) + math.sqrt(n * N) * ETA)
+    C = M
+    for axis, p in ((0, n), (1, N)):
+        mu = C.mean(axis=axis, keepdims=True)
+        dmu = gamma(max(p, 2)) * np.abs(C).mean(axis=axis, keepdims=True)
+        C = C - mu
+        e += math.sqrt(p) * _fro_up(dmu) + _u * _fro_up(C)
+    E = inflate(e * (1 + 1e-12), 64)
+    try:
+        lo, _ = singular_value_bounds(C)
+    except ArithmeticError:
+        return 0, E
+    return int(np.sum(lo > E)), E
 
 
 # ----------------------------------------------------------------------------- Lemma 4.1

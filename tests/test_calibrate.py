@@ -119,7 +119,7 @@ def test_in_memory_calibrate_equals_the_command_line(tmp_path):
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
     assert strip(res["rows"]) == strip(cli["rows"]) and res["summary"]["configurations"] == 1
     assert res["out"] == str(out / "again") and res["computed"] == 1 and res["skipped"] == 0
-    assert (out / "again" / "SUMMARY.md").exists() and not (out / "again" / "svd_vs_con.png").exists()
+    assert (out / "again" / "SUMMARY.md").exists() and not (out / "again" / "bridge_vs_con_by_m.png").exists()
     res = calibrate.calibrate(layers=[0], heads=[1], lengths=[64], multipliers=["2"], eps=["1/4"], out=str(out))
     assert res["computed"] == 0 and res["skipped"] == 1 and strip(res["rows"]) == strip(cli["rows"])
 
@@ -167,7 +167,9 @@ def test_statistics_known_answers():
     rows += [_row(r_svd_int=32, R_con=100, lower=100)]
     s = report.statistics(rows)
     assert s["spearman"] == pytest.approx(1.0) and s["spearman_ci95"][1] == pytest.approx(1.0)
-    assert s["share_svd_below_exact"] == pytest.approx(20 / 21)
+    assert s["share_svd_below_exact"] == pytest.approx(20 / 21) and s["full_dimensional"] == 21
+    assert s["share_svd_below_exact_old"] == pytest.approx(20 / 21)      # d_head < n - 1: the definitions agree
+    assert s["R_sym_computed"] == 0 and s["bridges"] == ["r_svd_int"]
     assert s["tight"] == 1 and s["median_upper_over_lower"] == pytest.approx(np.median([(3 * k + 1) / k for k in range(10, 30)] + [1.0]))
     anti = report.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
     assert anti["spearman"] == pytest.approx(-1.0)

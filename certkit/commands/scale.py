@@ -9,7 +9,7 @@ parametric lower bound (docs/mathematics.md §8.2-8.4, proofs/lattice-constructi
 For each line: the least-squares slope of log M against log beta (log Gamma) with a 95 %
 t-interval, against the theory exponent.  Where the covering upper bound is informative (small
 d) its Arb value (Theorems 3.3 / 3.4 / 4.2 through the symbolic chain of docs/mathematics.md §7) is plotted too.
-Outputs under --out: points.csv, slopes.csv, scaling.md, summary.json, <family>.png and the
+Outputs under --out: points.csv, slopes.csv, scaling.md, summary.json, <family>.png (.pdf, .svg) and the
 certificates.
 """
 import csv
@@ -283,44 +283,51 @@ def markdown(sl, head, cc, eps, tolerance):
 
 
 def plot(rows, sl, family, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, s in enumerate(x for x in sl if x["family"] == family):
-        sel = [r for r in rows if r["family"] == family and r["dim"] == s["dim"] and r["verdict"] == "VERIFIED"]
-        if not sel:
-            continue
-        c = colors[i % len(colors)]
-        x = np.array([r["x"] for r in sel], dtype=float)
-        y = np.array([r["log10_M"] for r in sel])
+    """The family's certified points log10 M against log10 beta (Gamma), the theory slope through
+    them, the covering upper bound where informative; the legend gives each fitted slope with its
+    95 % interval.  path (.png) gets a .pdf and an .svg beside it (certkit.commands.report style)."""
+    from .report import figure_style
+    with figure_style() as plt:
+        fig, ax = plt.subplots(figsize=(3.4, 3.3), layout="constrained")
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         lab = "r" if family == "interaction" else "d"
-        ax.plot(np.log10(x), y, "o", color=c, label=f"{lab}={s['dim']}: slope {s.get('slope', float('nan')):.4f} "
-                                                      f"(theory {s['theory']:g})")
-        xm, ym = np.log10(x).mean(), y.mean()
-        ax.plot(np.log10(x), ym + s["theory"] * (np.log10(x) - xm), "-", color=c, lw=1, alpha=0.7)
-        up = [r for r in sel if r.get("chain_log10_upper") is not None]
-        if up:
-            ax.plot(np.log10([r["x"] for r in up]), [r["chain_log10_upper"] for r in up], "^--", color=c,
-                    mfc="none", lw=0.8, label=f"{lab}={s['dim']}: covering upper bound")
-    xl = "log10 Γ" if family == "interaction" else "log10 β"
-    ax.set_xlabel(xl)
-    ax.set_ylabel("log10 M   (certified r_eps >= M)")
-    law = {"sphere": "β^((d−1)/2), hemisphere lattice", "ball": "β^(d/2), discrete-Gaussian tokens",
-           "interaction": "Γ^(r/2), invisible coordinate in R^(r+1)"}[family]
-    finish_plot(fig, ax, f"{family}: r_eps ≍ {law}", path, legend_size=7)
+        for i, s in enumerate(x for x in sl if x["family"] == family):
+            sel = [r for r in rows if r["family"] == family and r["dim"] == s["dim"] and r["verdict"] == "VERIFIED"]
+            if not sel:
+                continue
+            c = colors[i % len(colors)]
+            x = np.array([r["x"] for r in sel], dtype=float)
+            y = np.array([r["log10_M"] for r in sel])
+            ci = s.get("ci95")
+            fit = "" if s.get("slope") is None else f"{s['slope']:.4f}" + (
+                f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+            ax.plot(np.log10(x), y, "o", color=c, ms=3.5,
+                    label=f"${lab} = {s['dim']}$: slope {fit} (theory {s['theory']:g})")
+            xm, ym = np.log10(x).mean(), y.mean()
+            ax.plot(np.log10(x), ym + s["theory"] * (np.log10(x) - xm), "-", color=c, lw=0.9, alpha=0.7)
+            up = [r for r in sel if r.get("chain_log10_upper") is not None]
+            if up:
+                ax.plot(np.log10([r["x"] for r in up]), [r["chain_log10_upper"] for r in up], "^--", color=c,
+                        mfc="none", ms=3.5, lw=0.7, label=f"${lab} = {s['dim']}$: covering upper bound")
+        ax.set_xlabel(r"$\log_{10}\Gamma$" if family == "interaction" else r"$\log_{10}\beta$")
+        ax.set_ylabel(r"$\log_{10} M$   (certified $r_\varepsilon \geq M$)")
+        law = {"sphere": r"$r_\varepsilon \asymp \beta^{(d-1)/2}$, hemisphere lattice",
+               "ball": r"$r_\varepsilon \asymp \beta^{d/2}$, discrete-Gaussian tokens",
+               "interaction": r"$r_\varepsilon \asymp \Gamma^{r/2}$, invisible coordinate in $\mathbb{R}^{r+1}$"}[family]
+        finish_plot(fig, ax, f"{family}: {law}", path, legend_size=8, below=True)
 
 
-def finish_plot(fig, ax, title, path, legend_size):
-    """Title, grid, legend; saved without a software stamp (identical bytes on a rerun)."""
-    import matplotlib.pyplot as plt
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=legend_size)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+def finish_plot(fig, ax, title, path, legend_size=8, below=False):
+    """Title, grid, legend (below the axes when below), then path (.png) and its .pdf and .svg, saved
+    without dates or software stamps (identical bytes on a rerun)."""
+    from .report import save_figure
+    ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3, lw=0.4)
+    if below:
+        fig.legend(loc="outside lower center", fontsize=legend_size, ncol=1, frameon=False, handlelength=2.2)
+    else:
+        ax.legend(fontsize=legend_size)
+    save_figure(fig, os.path.splitext(path)[0])
 
 
 # ---------------------------------------------------------------- causal attention (prefix averaging)
@@ -422,25 +429,28 @@ def causal_gap(law):
 
 
 def causal_plot(law, eps, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    n = np.array([r["n"] for r in law["points"]], dtype=float)
-    ax.plot(n, [r["cover"] for r in law["points"]], "x", color="0.5", label="covering upper bound")
-    for key, fit, mk, lab in (("upper", law["upper_fit"], "v", "certified upper (best)"),
-                              ("lower", law["lower_fit"], "^", "certified lower (decoding)")):
-        y = [r[key] if r[key] is not None else np.nan for r in law["points"]]
-        line = ax.plot(n, y, mk, label=lab)[0]
-        if fit:
-            ax.plot(n, fit["a"] + fit["b"] * np.log(n), "-", color=line.get_color(), lw=1,
-                    label=f"fit {fit['b']:.2f} ln n {fit['a']:+.1f}")
-    ax.fill_between(n, [r["lower"] or 0 for r in law["points"]], [r["upper"] or 0 for r in law["points"]],
-                    alpha=0.12, label="r_ε lies here")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context length n")
-    ax.set_ylabel("r_ε (certified bounds)")
-    finish_plot(fig, ax, f"Causal attention at β = 0 (prefix averaging), ε = {eps}: r_ε = Θ(log n)", path, legend_size=8)
+    """Certified lower and upper bounds against n (log2 axis) with their least-squares fits in ln n
+    (the slope's 95 % interval in the legend); path (.png) gets a .pdf and an .svg beside it."""
+    from .report import figure_style
+    with figure_style() as plt:
+        fig, ax = plt.subplots(figsize=(3.4, 3.2), layout="constrained")
+        n = np.array([r["n"] for r in law["points"]], dtype=float)
+        ax.plot(n, [r["cover"] for r in law["points"]], "x", color="0.5", ms=4, label="covering upper bound")
+        for key, fit, mk, lab in (("upper", law["upper_fit"], "v", "certified upper (best)"),
+                                  ("lower", law["lower_fit"], "^", "certified lower (decoding)")):
+            y = [r[key] if r[key] is not None else np.nan for r in law["points"]]
+            line = ax.plot(n, y, mk, ms=4, label=lab)[0]
+            if fit:
+                ax.plot(n, fit["a"] + fit["b"] * np.log(n), "-", color=line.get_color(), lw=0.9,
+                        label=f"fit ${fit['b']:.2f}\\,\\ln n {fit['a']:+.1f}$, slope 95 % CI "
+                              f"[{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]")
+        ax.fill_between(n, [r["lower"] or 0 for r in law["points"]], [r["upper"] or 0 for r in law["points"]],
+                        alpha=0.12, label=r"$r_\varepsilon$ lies here")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(r"context length $n$")
+        ax.set_ylabel(r"$r_\varepsilon$ (certified bounds)")
+        finish_plot(fig, ax, rf"Causal attention, $\beta = 0$, $\varepsilon = {eps}$: $r_\varepsilon = \Theta(\log n)$",
+                    path, legend_size=8, below=True)
 
 
 # ---------------------------------------------------------------- CLI
@@ -452,7 +462,7 @@ def add_arguments(p):
     p.add_argument("--points", type=int, default=13, help="points per line, log-spaced over three decades (default 13)")
     p.add_argument("--tolerance", type=float, default=0.01, help="allowed relative slope error (default 0.01)")
     p.add_argument("--out", default="data/scaling", metavar="DIR", help="output folder (default data/scaling)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the plots (PNG, with PDF and SVG beside)")
     p.add_argument("--no-crosscheck", action="store_true", help="skip the explicit-matrix cross-check")
     p.add_argument("--causal-lengths", default=",".join(map(str, CAUSAL_NS)), metavar="N,N,...",
                    help="context lengths of the causal family (prefix averaging; default 64..4096, about 3 min)")

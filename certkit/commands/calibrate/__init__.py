@@ -108,7 +108,7 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     model: 'minilm', 'mpnet' or a local BERT-family folder; layers, heads: 'all', '0-6', '0,3,5' or
     lists; lengths, multipliers (beta = m/sqrt(d_head)), eps: lists or comma-separated text, exact.
     out: the folder for configs, certificates, results.{csv,json} and SUMMARY.md (plots=True adds
-    the three PNGs); finished groups found there are not recomputed.  out=None: a new temporary
+    the figures, PNG + PDF + SVG: report.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
     address; certkit.parallel), with identical results; progress: a tqdm bar on stderr."""
@@ -166,10 +166,15 @@ def run(args):
     print("reconstruction max |diff|: " + ", ".join(
         f"L={r['L']} {'float64' if 'max_abs_diff_float64_model' in r else 'float32'} "
         f"{r.get('max_abs_diff_float32_model', r.get('max_abs_diff_float64_model')):.3g}" for r in rec))
-    share = "-" if s["share_svd_below_exact"] is None else f"{100 * s['share_svd_below_exact']:.1f} %"
+    share = "- (none full-dimensional)" if s["share_svd_below_exact"] is None else \
+        f"{100 * s['share_svd_below_exact']:.1f} % (of {s['full_dimensional']})"
+    ci = lambda k: "" if not s.get(k) else f" [{s[k][0]:.3f}, {s[k][1]:.3f}]"
     if "spearman" in s:
-        print(f"Spearman(r_SVD_int, R_con) = {s['spearman']:.3f} [{s['spearman_ci95'][0]:.3f}, {s['spearman_ci95'][1]:.3f}]"
-              f" (paper {PAPER['spearman']}); r_SVD_int < r_exact in {share} of full-dimensional configurations "
-              f"(paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
+        print(f"Spearman(r_SVD_int, R_con) = {s['spearman']:.3f}{ci('spearman_ci95')} pooled"
+              + (f", {s['spearman_within_m']:.3f}{ci('spearman_within_m_ci95')} rank within m" if "spearman_within_m" in s else "")
+              + (f"; bias-aware bridge {s['spearman_bias']:.3f}{ci('spearman_bias_ci95')}" if "spearman_bias" in s else "")
+              + f" (paper {PAPER['spearman']})")
+    print(f"r_SVD_int < r_exact in {share} of full-dimensional configurations (r_exact = min(d_head, n - 1); "
+          f"paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
     print(f"{time.perf_counter() - t0:.1f} s; summary in {out}/SUMMARY.md", file=sys.stderr)
     return 0

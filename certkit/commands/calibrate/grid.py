@@ -10,9 +10,12 @@ For the model's head at length L and beta = m / sqrt(d_head) (m = 1 is the model
 One JSON file per group under OUT/configs (configs.py); certificates under
 OUT/certificates/L<L>-l<layer>-h<head>/m<m>-eps-<eps>.{lower,upper,chain}.json.
 """
+import json
 import os
 import time
 from fractions import Fraction
+
+import numpy as np
 
 from . import CalibrateError
 from ... import geometry
@@ -36,28 +39,75 @@ LAYOUT = {"inline_limit": 256, "shared": True}
 UPPER_SEARCH = {"early": ((60, 1.5), (200, 1.05)), "memory": 5}
 
 
+BRIDGE = 2          # version of the bridge fields; groups written with an older one are refreshed
+
+
+def bridge(h, eps_list, geo=None):
+    """The SVD bridge of the head h (at its beta) for each eps, on Q, K only and on the full logits
+    beta Q K^T + bias (docs/mathematics.md §6.4; identical when h has no bias): ({eps: fields},
+    curves).  fields: r_exact (float r_num) with its certified lower bound, r_svd_int(eps/3), r_opt,
+    Gamma, the same with suffix _bias, and sink_mass (the mean attention on the two special tokens,
+    positions 0 and n - 1 of the calibration window).  With a bias, the full-logit profile has r up
+    to n - 1 and is computed lazily (geometry.LazyProfile: r_svd_int_bias by bisection, the curve
+    at about 24 r listed in tau_width_bias_r; r_opt_bias, an argmin over every r, is not computed).
+    curves: tau_width, tau_exact, tau_spec, sigma (Q, K only) and tau_width_bias.  geo: profile_geometry of (Q, K) shared between
+    multipliers (it does not depend on beta; the biased one does and is computed here)."""
+    b = h.beta_float
+    K = kept_keys(h)
+    vis = geometry.visible_dimension(h.queries, K)
+    geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
+    prof = geometry.residual_profile(h.queries, h.keys, b, h.weights, geo=geo)
+    lazy = None
+    if h.bias is not None:
+        Qa, Ka, off = geometry.absorb_bias(h.queries, h.keys, h.beta, h.bias, h.weights)
+        if Qa.shape[1] > h.d:                   # a centred bias part: the bridge of the full logits
+            lazy = geometry.LazyProfile(Qa, Ka, h.beta, h.weights, off)
+            vis_b = geometry.visible_dimension(Qa, Ka[geo.keep])
+            r_low_b = geometry.biased_rank_lower(h.queries, h.keys, h.beta, h.bias, h.weights)[0]
+            curve_b = lazy.curve()
+    if lazy is None:                            # no bias, or only row and column terms: the same head
+        vis_b, r_low_b = vis, vis["r_exact_lower"]
+    A = h.attention()
+    sink = float(np.mean(A[:, 0] + A[:, -1])) if h.n > 1 else 1.0
+    out = {}
+    for e in eps_list:
+        eps = float(Fraction(e))
+        r_int = geometry.r_svd_int(prof.rows, eps=eps)
+        r_op = geometry.r_opt(prof.rows, eps, log_size)
+        out[str(Fraction(e))] = {
+            "r_exact": vis["r_num"], "r_exact_certified_lower": vis["r_exact_lower"],
+            "r_svd_int": r_int, "r_opt": r_op, "Gamma": prof.rows[-1].Gamma_W,
+            "r_exact_bias": vis_b["r_num"], "r_exact_bias_certified_lower": r_low_b,
+            "r_svd_int_bias": r_int if lazy is None else lazy.r_svd_int(eps / 3),
+            "r_opt_bias": r_op if lazy is None else None,
+            "Gamma_bias": prof.rows[-1].Gamma_W if lazy is None else lazy.row(lazy.r_max).Gamma_W,
+            "sink_mass": sink, "bridge": BRIDGE}
+    curves = {"tau_width": [r.tau_width for r in prof.rows], "tau_exact": [r.tau_exact for r in prof.rows],
+              "tau_spec": [r.tau_spec for r in prof.rows], "sigma": [float(s) for s in prof.sigma]}
+    if lazy is None:
+        curves["tau_width_bias"] = curves["tau_width"]
+    else:
+        curves.update(tau_width_bias_r=[r.r for r in curve_b], tau_width_bias=[r.tau_width for r in curve_b])
+    return out, curves, (prof, A)
+
+
 def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
-    """All eps of one (head, multiplier): {"rows": one row per eps, "tau_width", "tau_exact",
-    "tau_spec", "sigma", "seconds"}.  head: the model's Head at length L (models.extract.head: its
-    provenance names model, layer, head and length); beta becomes multiplier / sqrt(d_head).
-    geo: geometry.profile_geometry of the head when the caller shares it between multipliers."""
+    """All eps of one (head, multiplier): {"rows": one row per eps, the bridge's curves (bridge()),
+    "seconds"}.  head: the model's Head at length L (models.extract.head: its provenance names
+    model, layer, head and length); beta becomes multiplier / sqrt(d_head).  geo:
+    geometry.profile_geometry of the head when the caller shares it between multipliers."""
     t0 = time.perf_counter()
     mult = Fraction(multiplier)
     p = head.provenance
     h = head.replace(beta=OverSqrt(mult, Fraction(head.d)))
-    b = h.beta_float
-    Q, K = h.queries, kept_keys(h)
-    vis = geometry.visible_dimension(Q, K)
     geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
-    prof = geometry.residual_profile(h.queries, h.keys, b, h.weights, geo=geo)
-    A = h.attention()
+    fields, curves, (prof, A) = bridge(h, eps_list, geo)
     inst = h.instance()
     folder = f"L{p['length']}-l{p['layer']}-h{p['head']}"      # one per head and length: Q, K stored once
     base_dir = os.path.join(cert_dir, folder)
     os.makedirs(base_dir, exist_ok=True)
     prov = {"producer": "certkit calibrate", "model": p["model"], "layer": p["layer"], "head": p["head"],
             "length": p["length"], "multiplier": str(mult), "text_sha256": text_sha256}
-    full = prof.rows[-1]
     chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
     shared = {}                                 # the lower search's eps-free work, shared by the eps
     rows = []
@@ -66,12 +116,11 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
         te = time.perf_counter()
         name = f"m{tag(mult)}-eps-{tag(eps)}"
         stem = os.path.join(base_dir, name)
-        r_int = geometry.r_svd_int(prof.rows, eps=float(eps))
-        r_op = geometry.r_opt(prof.rows, float(eps), log_size)
+        br = fields[str(eps)]
         lo = certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, shared)
         up = certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
                            layout=LAYOUT, **UPPER_SEARCH)
-        rs = sorted({r for r in (r_op, prof.r_max) if r is not None})
+        rs = sorted({r for r in (br["r_opt"], prof.r_max) if r is not None})
         R_sym = None
         best = best_chain(h, eps, rs=rs, geo=geo, cache=chain_cache, inst=inst)
         if best is not None:
@@ -80,17 +129,44 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
                                      dict(prov, search=f"chain r={best[1]}"), **LAYOUT)
             if v.status == "VERIFIED":          # a rejected file and its sidecars are removed
                 R_sym = int(best[0])
-        rows.append({"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"],
-                     "multiplier": str(mult), "beta": f"{mult}/sqrt({h.d})", "eps": str(eps),
-                     "n": h.n, "d_head": h.d, "r_exact": vis["r_num"], "r_exact_certified_lower": vis["r_exact_lower"],
-                     "r_svd_int": r_int, "r_opt": r_op, "R_sym": R_sym, "R_sym_r": best[1] if best else None,
-                     "R_con": up["bound"] if up else None, "upper_method": up["method"] if up else None,
-                     "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
-                     "Gamma": full.Gamma_W, "certificates": f"certificates/{folder}/{name}.{{lower,upper,chain}}.json",
-                     "seconds": round(time.perf_counter() - te, 3)})
-    return {"rows": rows, "tau_width": [r.tau_width for r in prof.rows], "tau_exact": [r.tau_exact for r in prof.rows],
-            "tau_spec": [r.tau_spec for r in prof.rows], "sigma": [float(s) for s in prof.sigma],
-            "seconds": round(time.perf_counter() - t0, 3)}
+        rows.append(row_of(p, mult, h, eps, br, {
+            "R_sym": R_sym, "R_sym_r": best[1] if best else None,
+            "R_con": up["bound"] if up else None, "upper_method": up["method"] if up else None,
+            "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
+            "certificates": f"certificates/{folder}/{name}.{{lower,upper,chain}}.json",
+            "seconds": round(time.perf_counter() - te, 3)}))
+    return {"rows": rows, **curves, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def row_of(p, mult, h, eps, br, found):
+    """One results row: where (model, L, layer, head, m, beta, eps, n, d_head), the bridge fields
+    br and the searches' fields `found`, in FIELDS order (report.py)."""
+    return {"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"], "multiplier": str(mult),
+            "beta": f"{mult}/sqrt({h.d})", "eps": str(eps), "n": h.n, "d_head": h.d, **br, **found}
+
+
+def refresh(task):
+    """Recompute the bridge fields and curves of groups written with an older bridge (the
+    certificates, R_con, lower and R_sym do not depend on it and are kept), rewriting each config."""
+    h0 = task["head"]
+    p = h0.provenance
+    geo = geometry.profile_geometry(h0.queries, h0.keys, h0.weights)
+    done = []
+    for m in task["multipliers"]:
+        path = group_path(task["out"], p["length"], p["layer"], p["head"], Fraction(m))
+        with open(path) as f:
+            g = json.load(f)
+        t0 = time.perf_counter()
+        h = h0.replace(beta=OverSqrt(Fraction(m), Fraction(h0.d)))
+        fields, curves, _ = bridge(h, [r["eps"] for r in g["rows"]], geo)
+        keep = ("R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "certificates", "seconds")
+        g["rows"] = [row_of(p, Fraction(m), h, Fraction(r["eps"]), fields[r["eps"]], {k: r[k] for k in keep})
+                     for r in g["rows"]]
+        g.update(curves)
+        g["bridge_seconds"] = round(time.perf_counter() - t0, 3)
+        write_atomic(path, g)
+        done.append(g)
+    return done
 
 
 def head_task(task):
@@ -99,6 +175,8 @@ def head_task(task):
     config file under task["out"] as soon as it is done.  Each group's seconds include its share
     of the geometry.  task: head, multipliers, eps, cert_dir, out, text_sha256 (a dict, so that a
     worker process receives it whole)."""
+    if task.get("refresh"):
+        return refresh(task)
     h = task["head"]
     p = h.provenance
     t0 = time.perf_counter()
@@ -134,10 +212,13 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
         recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
         for l in layers:
             for h in heads:
-                left = [str(m) for m in mults if not os.path.exists(group_path(out, L, l, h, m))]
-                if left:
-                    todo.append({"head": ex.head(c, l, h), "multipliers": left, "eps": [str(e) for e in eps_list],
-                                 "cert_dir": cert_dir, "out": out, "text_sha256": sha})
+                paths = {m: group_path(out, L, l, h, m) for m in mults}
+                left = [str(m) for m in mults if not os.path.exists(paths[m])]
+                stale = [str(m) for m in mults if str(m) not in left and stale_bridge(paths[m])]
+                for ms, redo in ((left, False), (stale, True)):
+                    if ms:
+                        todo.append({"head": ex.head(c, l, h), "multipliers": ms, "eps": [str(e) for e in eps_list],
+                                     "cert_dir": cert_dir, "out": out, "text_sha256": sha, "refresh": redo})
     recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, tok, info, lengths[0])})
     total = len(lengths) * len(layers) * len(heads) * len(mults)
     meta = {"model": info["name"], "spec": model_spec,
@@ -147,20 +228,29 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
                      "eps": [str(e) for e in eps_list]}}
     write_atomic(os.path.join(out, "meta.json"), meta)
     del model
-    todo.sort(key=lambda t: -t["head"].provenance["length"])     # longest first: the pool ends with short tasks
-    left = sum(len(t["multipliers"]) for t in todo)
+    todo.sort(key=lambda t: (t["refresh"], -t["head"].provenance["length"]))   # longest first: the pool ends short
+    left = sum(len(t["multipliers"]) for t in todo if not t["refresh"])
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=left, desc=f"certkit calibrate {info['name']}", unit="group")
     done = 0
     for result in parallel.run(head_task, todo, workers, scheduler):
+        if "bridge_seconds" in result[0]:           # a refreshed group, not a new one
+            continue
         done += len(result)
         if bar:
             bar.update(len(result))
     if bar:
         bar.close()
     return done, total - left, meta
+
+
+def stale_bridge(path):
+    """True when the finished group at path was written with an older bridge (BRIDGE)."""
+    with open(path) as f:
+        rows = json.load(f)["rows"]
+    return any(r.get("bridge", 1) < BRIDGE for r in rows)
 
 
 def in_range(idx, limit, what):

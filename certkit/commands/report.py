@@ -1,0 +1,448 @@
+"""certkit report DIR: one self-contained DIR/report.html for a calibrate, certify or scale output
+folder (docs/report.md), and the figure style the commands share.
+
+* calibrate (meta.json + configs/ or results.json): the statistics recomputed from the rows
+  (certkit.commands.calibrate.report.statistics), the SUMMARY tables with the paper's numbers
+  beside ours, the figures (made when missing) and the per-configuration rows;
+* certify (summary.json: a list of rows, or {"meta", "rows"} with --model): what was run, the
+  sandwiches, their statistics, a sandwich figure and the rows;
+* scale (summary.json with "slopes"): scaling.md / causal.md rendered, every figure.
+Figures are embedded as base64 PNG; no external CSS, script, font or URL.  The page has no date,
+so rebuilding it from the same folder gives the same bytes.
+
+figure_style() and save_figure() are the paper-grade defaults of every certkit figure: 8 pt fonts
+at a column width of 3.4 in, mathtext labels, PNG (200 dpi) + PDF + SVG written without dates or
+software stamps (the SVG ids salted with a fixed string).
+"""
+import base64
+import contextlib
+import csv
+import html
+import json
+import os
+import re
+import sys
+from fractions import Fraction
+
+from ..errors import InputError, UserError
+
+COLUMN_WIDTH = 3.4       # inches: one column of a two-column paper
+RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8,
+      "legend.fontsize": 8, "legend.title_fontsize": 8, "figure.titlesize": 8, "font.family": "DejaVu Sans",
+      "mathtext.fontset": "dejavusans", "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
+      "lines.linewidth": 1.0, "savefig.dpi": 200, "svg.hashsalt": "certkit", "svg.fonttype": "path",
+      "pdf.fonttype": 42, "legend.framealpha": 0.85}
+METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+            "svg": {"Creator": None, "Date": None}}
+ROW_LIMIT = 400
+
+
+class ReportError(UserError):
+    """DIR is not an output folder certkit report can read (exit 64; the message names the folder)."""
+
+
+# ---------------------------------------------------------------- figures
+@contextlib.contextmanager
+def figure_style():
+    """matplotlib (Agg) with certkit's paper-grade rcParams for the duration of the block."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with plt.rc_context(RC):
+        yield plt
+
+
+def save_figure(fig, stem, dpi=200):
+    """fig as stem.png (dpi), stem.pdf and stem.svg, with no date or software stamp (reruns give the
+    same bytes where matplotlib allows); closes fig and returns the three paths."""
+    import matplotlib.pyplot as plt
+    paths = []
+    with plt.rc_context({"svg.hashsalt": RC["svg.hashsalt"]}):
+        for ext, meta in METADATA.items():
+            p = f"{stem}.{ext}"
+            fig.savefig(p, dpi=dpi, metadata=meta)
+            paths.append(p)
+    plt.close(fig)
+    return paths
+
+
+def plain_log_axis(axis, lo, hi):
+    """Readable ticks (1, 1.5, 2, 3, 5, 10, ...) on a log axis spanning [lo, hi], without 2×10^0 labels."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    for mantissas in ((1, 1.5, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)):
+        ticks = [v * 10 ** k for k in range(-3, 6) for v in mantissas if lo <= v * 10 ** k <= hi]
+        if len(ticks) <= 7:
+            break
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+# ---------------------------------------------------------------- HTML pieces
+CSS = """body{font-family:system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ccc}
+h3{font-size:1.05em}table{border-collapse:collapse;margin:.6em 0;font-size:.85em}th,td{border:1px solid #ccc;padding:.2em .5em;
+text-align:left;vertical-align:top}th{background:#f2f2f2}tr:nth-child(even) td{background:#fafafa}code{background:#f4f4f4;
+padding:0 .2em}figure{display:inline-block;margin:.5em 1em .8em 0;vertical-align:top;max-width:100%}figure img{max-width:100%;
+width:510px;border:1px solid #eee}figcaption{font-size:.85em;color:#444;max-width:510px}.note{color:#555;font-size:.9em}
+details{margin:.6em 0}summary{cursor:pointer;font-weight:600}.scroll{overflow-x:auto}"""
+
+
+def esc(x):
+    return html.escape("—" if x is None else str(x), quote=True)
+
+
+def inline(text):
+    """Markdown inline markup (`code`, **bold**) of escaped text."""
+    t = esc(text)
+    t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
+
+
+def table(header, rows, limit=ROW_LIMIT, more=""):
+    """An HTML table (cells escaped); beyond `limit` rows, a note saying how many were left out and where."""
+    out = ['<div class="scroll"><table><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    for r in rows[:limit]:
+        out.append("<tr>" + "".join(f"<td>{inline(c) if isinstance(c, str) else esc(c)}</td>" for c in r) + "</tr>")
+    out.append("</tbody></table></div>")
+    if len(rows) > limit:
+        out.append(f'<p class="note">First {limit} of {len(rows)} rows shown{"; all in " + more if more else ""}.</p>')
+    return "\n".join(out)
+
+
+def markdown(text, limit=ROW_LIMIT, more="", shift=0):
+    """The Markdown certkit writes (headings, paragraphs, bullet lists, pipe tables, `code`, **bold**)
+    as HTML.  shift 0: the top-level heading is dropped (the page's title says it); shift 1: every
+    heading one level down (# becomes <h2>), for a file shown as a section of the page."""
+    out, para, items, tab = [], [], [], []
+
+    def flush():
+        if para:
+            out.append("<p>" + inline(" ".join(para)) + "</p>")
+            para.clear()
+        if items:
+            out.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+        if tab:
+            cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in tab]
+            body = [c for c in cells[1:] if not all(re.fullmatch(r":?-{3,}:?", x) for x in c)]
+            out.append(table(cells[0], body, limit, more))
+            tab.clear()
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("|"):
+            if para or items:
+                flush()
+            tab.append(s)
+            continue
+        if tab:
+            flush()
+        if not s:
+            flush()
+        elif s.startswith("#"):
+            flush()
+            level = len(s) - len(s.lstrip("#")) + shift
+            if level > 1:
+                out.append(f"<h{min(level, 4)}>{inline(s.lstrip('#').strip())}</h{min(level, 4)}>")
+        elif s.startswith(("* ", "- ")):
+            if para:
+                flush()
+            items.append(s[2:])
+        elif items and line.startswith("  "):
+            items[-1] += " " + s
+        else:
+            para.append(s)
+    flush()
+    return "\n".join(out)
+
+
+def short(name, k=24):
+    return name if len(name) <= k else name[:k - 1] + "…"
+
+
+def png_figure(path, caption, data=None):
+    """<figure> with the PNG at path (or the PNG bytes data, named path) embedded as base64."""
+    if data is None:
+        with open(path, "rb") as f:
+            data = f.read()
+    data = base64.b64encode(data).decode("ascii")
+    name = os.path.basename(path)
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(caption or name)}">'
+            f"<figcaption><code>{esc(name)}</code>{(': ' + esc(caption)) if caption else ''}</figcaption></figure>")
+
+
+def figures_section(folder, captions, order=()):
+    """Every PNG of folder (known names first, in `order`), embedded."""
+    pngs = sorted(f for f in os.listdir(folder) if f.lower().endswith(".png"))
+    pngs = [f"{o}.png" for o in order if f"{o}.png" in pngs] + [f for f in pngs if f[:-4] not in order]
+    if not pngs:
+        return '<p class="note">No figures in this folder.</p>', 0
+    return "\n".join(png_figure(os.path.join(folder, f), captions.get(f[:-4], "")) for f in pngs), len(pngs)
+
+
+def page(title, body):
+    from .. import __version__
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{esc(title)}</h1>\n{body}\n"
+            f"<hr><p class=\"note\">Built by certkit report {esc(__version__)} from the files of this folder; every figure "
+            "is embedded (no external file, script or address).</p>\n</body>\n</html>\n")
+
+
+def read_json(path):
+    """JSON of path, or a ReportError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportError(f"{path}: cannot read it as JSON ({getattr(e, 'strerror', None) or e})") from None
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------- what a folder is
+def kind_of(folder):
+    """'calibrate', 'certify' or 'scale' for an output folder; InputError when it does not exist,
+    ReportError (exit 64) naming the folder when it is none of them."""
+    if not os.path.exists(folder):
+        raise InputError(f"{folder}: no such folder")
+    if not os.path.isdir(folder):
+        raise ReportError(f"{folder}: is a file; give an output folder of certkit calibrate, certify or scale")
+    has = lambda f: os.path.exists(os.path.join(folder, f))
+    if has("meta.json") and (os.path.isdir(os.path.join(folder, "configs")) or has("results.json")):
+        meta = read_json(os.path.join(folder, "meta.json"))
+        if isinstance(meta, dict) and "grid" in meta:
+            return "calibrate"
+    if has("summary.json"):
+        s = read_json(os.path.join(folder, "summary.json"))
+        if isinstance(s, dict) and "slopes" in s:
+            return "scale"
+        rows = s.get("rows") if isinstance(s, dict) else s
+        if isinstance(rows, list) and all(isinstance(r, dict) and "lower" in r and "upper" in r for r in rows):
+            return "certify"
+    if has("points.csv") and (has("slopes.csv") or has("scaling.md")) or has("causal.csv"):
+        return "scale"
+    raise ReportError(f"{folder}: not an output folder of certkit calibrate (meta.json with configs/ or "
+                      f"results.json), certify (summary.json with sandwich rows) or scale (summary.json with slopes, "
+                      f"or points.csv)")
+
+
+# ---------------------------------------------------------------- calibrate
+CALIBRATE_CAPTIONS = {
+    "bridge_vs_con_by_m": "r_SVD_int(ε/3) against the certified constructive rank R_con, one panel per temperature "
+                          "multiplier m, both bridges (jittered: integer points stack); ρ per panel is Spearman's.",
+    "spearman_by_m": "Spearman ρ(r_SVD_int, R_con) per m with 95 % cluster-bootstrap intervals (resampling heads); "
+                     "dashed: pooled over the grid; dotted: the paper's 0.574 / 0.606.",
+    "sandwich_widths": "Certified sandwich widths R_con / lower per length L, one box per m (1 = tight).",
+    "tau_width_curves": "Median SVD-bridge residual τ_r^width against r per m; dotted: the ε/3 thresholds that "
+                        "define r_SVD_int(ε/3).",
+    "sink_mass": "Median attention mass on the two special tokens against m, per length, with 95 % head-bootstrap "
+                 "intervals: the attention sink that makes R_con collapse at large m.",
+}
+
+
+def calibrate_html(folder, row_limit):
+    from .calibrate import report as cr
+    meta, rows, curves = cr.load(folder)
+    if not rows:
+        raise ReportError(f"{folder}: a calibrate folder with no finished configuration yet (configs/ is empty)")
+    s = cr.statistics(rows)
+    expected = [f for f in cr.FIGURES if f != "sink_mass" or any(r.get("sink_mass") is not None for r in rows)]
+    missing = [f for f in expected if not os.path.exists(os.path.join(folder, f + ".png"))]
+    made = bool(missing)
+    if missing:
+        cr.figures(rows, curves, folder, s)
+    md = cr.summary_markdown(meta, s, rows)
+    parts = [markdown(md, limit=10 ** 6)]
+    figs, nfig = figures_section(folder, CALIBRATE_CAPTIONS, cr.FIGURES)
+    parts += ["<h2>Figures</h2>", '<p class="note">' + ("Made now from the rows (PNG, PDF and SVG in the folder). "
+              if made else "PNG embedded; PDF and SVG versions are beside each PNG in the folder. ") + "</p>", figs]
+    cols = ["L", "layer", "head", "multiplier", "eps", "n", "r_exact", "r_svd_int"] + \
+           (["r_exact_bias", "r_svd_int_bias"] if cr.has_bias_bridge(rows) else []) + \
+           ["r_opt", "lower", "R_con", "R_sym", "Gamma"] + (["sink_mass"] if any("sink_mass" in r for r in rows) else [])
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else v
+    parts += ["<h2>Configurations</h2>",
+              f"<p>{len(rows)} configurations (one per length, head, multiplier and ε).</p>",
+              table(cols, [[fmt(r.get(c)) for c in cols] for r in rows], row_limit, "results.csv / results.json")]
+    title = f"certkit calibrate: {meta['model']} ({meta['info']['layers']} layers × {meta['info']['heads']} heads)"
+    return title, "\n".join(parts), nfig, len(rows)
+
+
+# ---------------------------------------------------------------- certify
+def certify_statistics(rows):
+    """Counts and ratios of certify rows: sandwiches complete, tight, median and max upper / lower, per eps."""
+    import numpy as np
+    done = [r for r in rows if r.get("lower") and r.get("upper") is not None]
+    out = {"rows": len(rows), "complete": len(done), "tight": sum(1 for r in done if r["lower"] == r["upper"])}
+    if done:
+        ratio = [r["upper"] / r["lower"] for r in done]
+        out.update(median_upper_over_lower=float(np.median(ratio)), max_upper_over_lower=float(max(ratio)))
+    out["by_eps"] = {}
+    for e in sorted({str(r.get("eps")) for r in rows}, key=Fraction):
+        sel = [r for r in done if str(r.get("eps")) == e]
+        out["by_eps"][e] = {"complete": len(sel), "median_lower": float(np.median([r["lower"] for r in sel])) if sel else None,
+                            "median_upper": float(np.median([r["upper"] for r in sel])) if sel else None}
+    return out
+
+
+def certify_figure(rows):
+    """PNG bytes of the certified sandwiches lower ≤ r_ε ≤ upper per head and ε (bars, log scale);
+    nothing is written to the folder."""
+    import io
+    import numpy as np
+    with figure_style() as plt:
+        sel = [r for r in rows if r.get("upper") is not None][:60]
+        eps = sorted({str(r["eps"]) for r in sel}, key=Fraction)
+        label = lambda r: (f"l{r['layer']}-h{r['head_index']}" + (f" m={r['multiplier']}" if str(r.get("multiplier")) != "1"
+                                                                   else "") if "layer" in r else short(str(r["head"])))
+        heads = list(dict.fromkeys(label(r) for r in sel))
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.9 + 0.13 * len(heads) * max(len(eps), 1) ** 0.5),
+                               layout="constrained")
+        colors = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, max(len(eps), 1)))
+        h = 0.8 / max(len(eps), 1)
+        for j, e in enumerate(eps):
+            for r in (r for r in sel if str(r["eps"]) == e):
+                y = heads.index(label(r)) + (j - (len(eps) - 1) / 2) * h
+                lo = max(r["lower"] or 1, 1)
+                ax.plot([lo, r["upper"]], [y, y], "-", color=colors[j], lw=min(4, 40 / max(len(heads), 1)) + 1,
+                        solid_capstyle="butt")
+                ax.plot([lo, r["upper"]], [y, y], "|", color="k", ms=5, mew=0.8)
+            ax.plot([], [], "-", color=colors[j], lw=3, label=rf"$\varepsilon = {e}$")
+        ax.set_yticks(range(len(heads)), heads)
+        ax.set_ylim(len(heads) - 0.5, -0.5)
+        ax.set_xscale("log")
+        ups = [r["upper"] for r in sel] or [2]
+        ax.set_xlim(0.8, max(ups) * 1.3)
+        plain_log_axis(ax.xaxis, 1, max(ups) * 1.3)
+        ax.set_xlabel(r"certified lower $\leq r_\varepsilon(A) \leq$ upper")
+        ax.grid(alpha=0.3, lw=0.4, axis="x")
+        fig.legend(loc="outside upper center", ncol=min(len(eps), 4), frameon=False)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=200, metadata=METADATA["png"])
+        plt.close(fig)
+        return buf.getvalue()
+
+
+def certify_html(folder, row_limit):
+    s = read_json(os.path.join(folder, "summary.json"))
+    meta, rows = (s.get("meta"), s["rows"]) if isinstance(s, dict) else (None, s)
+    st = certify_statistics(rows)
+    peers = list(dict.fromkeys(p for r in rows for p in (r.get("peers") or {})))
+    parts = ["<h2>What was run</h2>"]
+    if meta:
+        parts.append(f"<p>certkit certify --model {esc(meta.get('model'))}: {esc(meta.get('class'))} "
+                     f"({esc(meta.get('family'))}, {esc(meta.get('layers'))} layers × {esc(meta.get('heads'))} heads, "
+                     f"d_head {esc(meta.get('d_head'))}); input {esc(meta.get('input'))}, length {esc(meta.get('length'))}; "
+                     f"layers {esc(meta.get('certified_layers'))}, heads {esc(meta.get('certified_heads'))}, multipliers "
+                     f"{esc(meta.get('multipliers'))}, ε {esc(meta.get('eps'))}; reconstruction max |diff| "
+                     f"{esc(meta.get('reconstruction_max_abs_diff'))}.</p>")
+    heads = list(dict.fromkeys(r.get("head") for r in rows))
+    eps = ", ".join(sorted({str(r.get("eps")) for r in rows}, key=Fraction))
+    parts.append(f"<p>{len(heads)} heads × ε {{{esc(eps)}}}: {len(rows)} rows; "
+                 f"peers: {esc(', '.join(peers) or 'none')}. Every bound is a kernel-VERIFIED certificate under "
+                 "<code>&lt;head&gt;/eps-&lt;ε&gt;.{lower,upper}.json</code>.</p>")
+    parts += ["<h2>Statistics</h2>",
+              table(["quantity", "value"], [["rows", st["rows"]], ["complete sandwiches (both bounds)", st["complete"]],
+                                            ["tight (lower = upper)", st["tight"]],
+                                            ["median upper / lower", _num(st.get("median_upper_over_lower"))],
+                                            ["max upper / lower", _num(st.get("max_upper_over_lower"))]]),
+              table(["ε", "complete", "median lower", "median upper"],
+                    [[e, v["complete"], _num(v["median_lower"], 1), _num(v["median_upper"], 1)] for e, v in st["by_eps"].items()])]
+    nfig = 0
+    figs = []
+    if any(r.get("upper") is not None for r in rows):
+        try:
+            import matplotlib  # noqa: F401
+        except ModuleNotFoundError:
+            figs.append('<p class="note">No sandwich figure: matplotlib is not installed (pip install '
+                        "'certkit[plots]').</p>")
+        else:
+            figs.append(png_figure("sandwiches (made for this page)", "certified sandwiches lower ≤ r_ε(A) ≤ upper "
+                                   "per head and ε (first 60 rows; log scale)", certify_figure(rows)))
+            nfig += 1
+    for f in sorted(os.listdir(folder)):
+        if f.lower().endswith(".png"):
+            figs.append(png_figure(os.path.join(folder, f), ""))
+            nfig += 1
+    parts += ["<h2>Figures</h2>"] + figs
+    base = ["layer", "head_index", "multiplier"] if meta else ["head", "n", "N", "d"]
+    cols = base + ["beta", "eps", "lower", "upper", "lower_kind", "upper_method"] + [f"{p} k" for p in peers] + \
+        (["visible_dimension"] if meta else []) + ["seconds"]
+    body = [[r.get(c) if not c.endswith(" k") else (r.get("peers") or {}).get(c[:-2], {}).get("k") for c in cols]
+            for r in rows]
+    parts += ["<h2>Sandwiches</h2>", table(cols, body, row_limit, "summary.json / summary.md")]
+    title = f"certkit certify: {meta['model']}" if meta else "certkit certify: certified sandwiches"
+    return title + " — lower ≤ r_ε(A) ≤ upper", "\n".join(parts), nfig, len(rows)
+
+
+def _num(v, p=3):
+    return "—" if v is None else f"{v:.{p}f}"
+
+
+# ---------------------------------------------------------------- scale
+SCALE_CAPTIONS = {"sphere": "Sphere family: certified lower bounds M against β, with the fitted slopes.",
+                  "ball": "Ball family: certified lower bounds M against β, with the fitted slopes.",
+                  "interaction": "Interaction family: certified lower bounds M against Γ, with the fitted slopes.",
+                  "causal": "Causal attention (prefix averaging): certified bounds against the context length n."}
+
+
+def scale_html(folder, row_limit):
+    path = os.path.join(folder, "summary.json")
+    s = read_json(path) if os.path.exists(path) else {}
+    parts = ["<h2>What was run</h2>",
+             f"<p>certkit scale at ε = {esc(s.get('eps', '?'))} (slope tolerance {esc(s.get('tolerance', '?'))}): "
+             "every point is a kernel-VERIFIED parametric lower bound (kind <code>lower-lattice</code>); certificates "
+             "under <code>certificates/</code>.</p>"]
+    nrows = 0
+    if s.get("slopes") and not os.path.exists(os.path.join(folder, "scaling.md")):
+        cols = ["family", "dim", "theory", "slope", "ci95", "rel_error", "within_tolerance", "points", "verified"]
+        fmtv = lambda v: (f"[{v[0]:.5g}, {v[1]:.5g}]" if isinstance(v, list) else f"{v:.5g}" if isinstance(v, float) else v)
+        parts += ["<h2>Slopes</h2>", table(cols, [[fmtv(x.get(c)) for c in cols] for x in s["slopes"]])]
+    for md in ("scaling.md", "causal.md"):
+        if os.path.exists(os.path.join(folder, md)):
+            parts.append(markdown(read_text(os.path.join(folder, md)), row_limit, md, shift=1))
+    if os.path.exists(os.path.join(folder, "points.csv")):
+        with open(os.path.join(folder, "points.csv"), newline="") as f:
+            pts = list(csv.reader(f))
+        if pts:
+            nrows = len(pts) - 1
+            parts += ["<h2>Points</h2>", table(pts[0], pts[1:], row_limit, "points.csv")]
+    figs, nfig = figures_section(folder, SCALE_CAPTIONS, ("sphere", "ball", "interaction", "causal"))
+    parts += ["<h2>Figures</h2>", figs]
+    return "certkit scale: scaling laws of the approximation rank", "\n".join(parts), nfig, nrows
+
+
+# ---------------------------------------------------------------- entry points
+def build(folder, out=None, row_limit=ROW_LIMIT):
+    """Write the report of an output folder (calibrate, certify or scale) to out (default
+    folder/report.html); returns {"kind", "path", "figures", "rows"}.  A folder that is none of them
+    raises ReportError (a UserError, exit 64) naming it; a missing one InputError (66)."""
+    folder = os.fspath(folder)
+    kind = kind_of(folder)
+    title, body, nfig, nrows = {"calibrate": calibrate_html, "certify": certify_html, "scale": scale_html}[kind](
+        folder, row_limit)
+    out = os.path.join(folder, "report.html") if out is None else os.fspath(out)
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page(title, body))
+    os.replace(tmp, out)
+    return {"kind": kind, "path": out, "figures": nfig, "rows": nrows}
+
+
+def add_arguments(p):
+    p.add_argument("folder", metavar="DIR", help="an output folder of certkit calibrate, certify or scale")
+    p.add_argument("--out", metavar="FILE", default=None, help="where to write the page (default DIR/report.html)")
+    p.add_argument("--rows", type=int, default=ROW_LIMIT, metavar="N",
+                   help=f"at most N rows in each long table (default {ROW_LIMIT}; the CSV/JSON files hold them all)")
+
+
+def run(args):
+    if args.rows < 1:
+        raise ReportError(f"--rows: {args.rows} must be >= 1")
+    r = build(args.folder, args.out, args.rows)
+    print(f"{r['path']}: {r['kind']} report, {r['figures']} figures, {r['rows']} rows")
+    print(f"certkit report: open {r['path']} in a browser (self-contained: no network needed)", file=sys.stderr)
+    return 0
