@@ -89,6 +89,14 @@ def _log_weights(weights, N):
         return np.log(w)
 
 
+def _kept(Q, K, weights, log_offset=None):
+    """(Q, K, log w + log_offset, keep) as float64 arrays; keep marks the columns of positive weight."""
+    logw = _log_weights(weights, np.shape(K)[0])
+    if log_offset is not None:
+        logw = logw + np.asarray(log_offset, dtype=np.float64)
+    return np.asarray(Q, dtype=np.float64), np.asarray(K, dtype=np.float64), logw, np.isfinite(logw)
+
+
 def _two_tanh_quarter(s):
     """2 tanh(s/4) for s >= 0 (docs/mathematics.md §2.2)."""
     return 2.0 * math.tanh(s / 4.0)
@@ -393,12 +401,7 @@ def profile_geometry(Q, K, weights=None, *, tol=None, tau_rel=None, log_offset=N
     """ProfileGeometry of the head (zero-weight columns dropped); shared by every beta (docs/mathematics.md §5.2:
     radii, diameters and kappa do not involve beta) and by the chain witnesses of search/chain.
     log_offset: an N-vector added to log w (the column term of a logit bias, absorb_bias)."""
-    Q = np.asarray(Q, dtype=np.float64)
-    K = np.asarray(K, dtype=np.float64)
-    logw = _log_weights(weights, K.shape[0])
-    if log_offset is not None:
-        logw = logw + np.asarray(log_offset, dtype=np.float64)
-    keep = np.isfinite(logw)
+    Q, K, logw, keep = _kept(Q, K, weights, log_offset)
     if not keep.any():
         raise ValueError("all column weights are zero")
     K, logw = K[keep], logw[keep]
@@ -532,12 +535,7 @@ class LazyProfile:
     by bisection with O(log r_max) rows."""
 
     def __init__(self, Q, K, beta, weights=None, log_offset=None):
-        Q = np.asarray(Q, dtype=np.float64)
-        K = np.asarray(K, dtype=np.float64)
-        logw = _log_weights(weights, K.shape[0])
-        if log_offset is not None:
-            logw = logw + np.asarray(log_offset, dtype=np.float64)
-        keep = np.isfinite(logw)
+        Q, K, logw, keep = _kept(Q, K, weights, log_offset)
         K, self.logw = K[keep], logw[keep]
         f = self.frame = frame(Q, K)
         self.beta = _as_float(beta)
@@ -578,14 +576,11 @@ class LazyProfile:
                 lo = mid
         return hi
 
-    def curve(self, points=24):
-        """Rows at about `points` r from 0 to r_max (every r up to 16, then geometric), plus every r
-        already computed."""
-        rs = set(range(min(16, self.r_max) + 1)) | {self.r_max}
-        rs |= {int(round(v)) for v in np.geomspace(16, max(self.r_max, 16), max(points - 16, 2))} if self.r_max > 16 else set()
-        for r in sorted(rs):
-            self.row(min(r, self.r_max))
-        return [self.cache[r] for r in sorted(self.cache)]
+    def curve(self, points=24, tail=8):
+        """Rows at `points` evenly spaced r from 0 to r_max and at the last `tail` r (where the
+        width of a full-rank bias drops to 0), in increasing r."""
+        rs = {int(round(v)) for v in np.linspace(0, self.r_max, points)} | set(range(max(self.r_max - tail, 0), self.r_max + 1))
+        return [self.row(r) for r in sorted(rs)]
 
 
 def _fast_centre(X):

@@ -149,7 +149,7 @@ def test_calibrate_refreshes_an_old_bridge_and_keeps_the_certificates(tmp_path):
     import os
     pytest.importorskip("transformers")
     from certkit.commands import calibrate
-    from certkit.commands.calibrate import configs
+    from certkit.commands.calibrate import configs, grid
     out = str(tmp_path / "cal")
     calibrate.calibrate(layers=[0], heads=[2], lengths=[64], multipliers=[1], eps=["1/4"], out=out)
     path = configs.group_path(out, 64, 0, 2, Fraction(1))
@@ -165,7 +165,7 @@ def test_calibrate_refreshes_an_old_bridge_and_keeps_the_certificates(tmp_path):
     res = calibrate.calibrate(layers=[0], heads=[2], lengths=[64], multipliers=[1], eps=["1/4"], out=out)
     assert res["computed"] == 0 and res["skipped"] == 1
     (row,) = res["rows"]
-    assert row["R_con"] == 999 and row["bridge"] == 2
+    assert row["R_con"] == 999 and row["bridge"] == grid.BRIDGE
     assert {k: v for k, v in row.items() if k not in ("R_con", "seconds")} == \
         {k: v for k, v in new.items() if k not in ("R_con", "seconds")}
     assert os.path.exists(path)

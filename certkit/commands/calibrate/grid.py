@@ -39,7 +39,7 @@ LAYOUT = {"inline_limit": 256, "shared": True}
 UPPER_SEARCH = {"early": ((60, 1.5), (200, 1.05)), "memory": 5}
 
 
-BRIDGE = 2          # version of the bridge fields; groups written with an older one are refreshed
+BRIDGE = 3          # version of the bridge fields; groups written with an older one are refreshed
 
 
 def bridge(h, eps_list, geo=None):
@@ -49,7 +49,8 @@ def bridge(h, eps_list, geo=None):
     Gamma, the same with suffix _bias, and sink_mass (the mean attention on the two special tokens,
     positions 0 and n - 1 of the calibration window).  With a bias, the full-logit profile has r up
     to n - 1 and is computed lazily (geometry.LazyProfile: r_svd_int_bias by bisection, the curve
-    at about 24 r listed in tau_width_bias_r; r_opt_bias, an argmin over every r, is not computed).
+    at 24 evenly spaced r and the last 8, listed in tau_width_bias_r; r_opt_bias, an argmin over
+    every r, is not computed).
     curves: tau_width, tau_exact, tau_spec, sigma (Q, K only) and tau_width_bias.  geo: profile_geometry of (Q, K) shared between
     multipliers (it does not depend on beta; the biased one does and is computed here)."""
     b = h.beta_float

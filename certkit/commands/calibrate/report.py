@@ -585,39 +585,47 @@ def median_curve(curves):
 
 
 def figure_tau_curves(rows, curves, path):
-    """(d) median τ_r^width per m (labelled lines) and the ε/3 thresholds (labelled, dotted); a second
-    panel for the bias-aware bridge when it differs."""
+    """(d) median τ_r^width against r per m (labelled lines) and the ε/3 thresholds (labelled), one
+    column per length L (curves of different lengths are not pooled); a second row for the
+    bias-aware bridge when it differs, drawn with markers at the r where it was computed."""
     import matplotlib.pyplot as plt
     from ..report import save_figure
     ms = sorted({c["multiplier"] for c in curves}, key=frac_key)
+    Ls = sorted({c["L"] for c in curves})
     bias = any("tau_width_bias" in c and c["tau_width_bias"] != c["tau_width"] for c in curves)
     panels = [("tau_width", "Q, K only" if bias else "Q, K only (= with bias)" if any(
         "tau_width_bias" in c for c in curves) else "Q, K only")] + \
         ([("tau_width_bias", r"with bias ($\beta QK^\top + B$)")] if bias else [])
-    fig, axes = plt.subplots(len(panels), 1, figsize=(3.4, 1.05 + 1.65 * len(panels)), squeeze=False, sharex=True,
-                             layout="constrained")
+    width = 3.4 if len(Ls) == 1 else 7.0
+    fig, axes = plt.subplots(len(panels), len(Ls), figsize=(width, 1.05 + 1.65 * len(panels)), squeeze=False,
+                             sharey=True, layout="constrained")
     colors = plt.get_cmap("viridis")(np.linspace(0.05, 0.9, max(len(ms), 1)))
     eps = sorted({r["eps"] for r in rows}, key=frac_key)
     dashes = [(0, (1, 1.5)), (0, (4, 2)), (0, (6, 2, 1, 2)), (0, (2, 3))]
-    for ax, (key, title) in zip(axes[:, 0], panels):
-        for j, m in enumerate(ms):
-            cs = [c[key] for c in curves if c["multiplier"] == m and c.get(key)]
-            if cs:
-                med = median_curve(cs)
-                at = np.isfinite(med)               # the bias curves are sampled at some r only
-                ax.semilogy(np.arange(len(med))[at], np.maximum(med[at], 1e-6), color=colors[j], lw=1.1,
-                            label=m_label(m))
-        for i, e in enumerate(eps):
-            ax.axhline(float(Fraction(e)) / 3, color="0.25", lw=0.8, ls=dashes[i % len(dashes)],
-                       label=rf"$\varepsilon/3 = {Fraction(e) / 3}$")
-        ax.set_ylim(1e-3, 3)
-        ax.set_xlim(0, None)
-        ax.set_ylabel(r"median $\tau_r^{\mathrm{width}}$")
-        ax.set_title(title, fontsize=8, pad=2)
-        ax.grid(alpha=0.3, lw=0.4)
-    axes[-1, 0].set_xlabel(r"$r$ (SVD truncation rank)")
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, handlelength=1.8,
-               columnspacing=0.9, frameon=False)
+    for i, (key, title) in enumerate(panels):
+        for jL, Lv in enumerate(Ls):
+            ax = axes[i, jL]
+            for j, m in enumerate(ms):
+                cs = [c[key] for c in curves if c["multiplier"] == m and c["L"] == Lv and c.get(key)]
+                if cs:
+                    med = median_curve(cs)
+                    at = np.isfinite(med)           # the bias curves are sampled at some r only
+                    sparse = not at.all()
+                    ax.semilogy(np.arange(len(med))[at], np.maximum(med[at], 1e-6), color=colors[j], lw=1.1,
+                                marker="." if sparse else None, ms=3, label=m_label(m))
+            for k, e in enumerate(eps):
+                ax.axhline(float(Fraction(e)) / 3, color="0.25", lw=0.8, ls=dashes[k % len(dashes)],
+                           label=rf"$\varepsilon/3 = {Fraction(e) / 3}$")
+            ax.set_ylim(1e-3, 3)
+            ax.set_xlim(0, None)
+            if jL == 0:
+                ax.set_ylabel(r"median $\tau_r^{\mathrm{width}}$")
+            ax.set_title(f"{title}, $L = {Lv}$", fontsize=8, pad=2)
+            ax.grid(alpha=0.3, lw=0.4)
+            if i == len(panels) - 1:
+                ax.set_xlabel(r"$r$ (SVD truncation rank)")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3 if len(Ls) == 1 else 8,
+               handlelength=1.8, columnspacing=0.9, frameon=False)
     return save_figure(fig, path)
 
 
