@@ -169,6 +169,14 @@ def test_one_length_run_names_what_the_share_is_not_defined_for():
     assert f"(of {len(rows)})" in md                                    # the new definition covers them all
 
 
+def test_a_constant_bridge_says_why_spearman_is_undefined():
+    """At L = 512 every MiniLM head has r_SVD_int = d_head: no rank correlation, and the summary says why."""
+    rows = [row(layer=l, head=h, r_svd_int=32, R_con=5 + l + h) for l in range(2) for h in range(3)]
+    s = report.statistics(rows)
+    assert s["spearman_breakdown"]["r_svd_int"]["pooled"]["rho"] is None
+    assert "— (r_SVD_int is constant)" in report.summary_markdown(meta_of(rows), s, rows)
+
+
 def test_no_claim_about_r_sym_when_none_was_computed():
     rows = simpson_rows()
     md = report.summary_markdown(meta_of(rows), report.statistics(rows), rows)

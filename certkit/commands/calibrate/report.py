@@ -108,6 +108,9 @@ def spearman_cell(x, y, clusters, strata=None, seed=0, resamples=RESAMPLES, tag=
     cell = {"rho": None, "ci95": None, "configurations": int(len(x)), "heads": int(len(ids))}
     if len(x) < 3:
         return cell
+    if np.ptp(x) == 0 or np.ptp(y) == 0:        # a constant variable: no rank correlation
+        cell["constant"] = "r_SVD_int" if np.ptp(x) == 0 else "R_con"
+        return cell
     rho = spearman_weighted(x, y, np.ones((1, len(x))), strata)[0]
     if np.isnan(rho):
         return cell
@@ -229,7 +232,7 @@ def fmt(v, p=3):
 def cell_text(c):
     """'0.537 [0.41, 0.64]' of a spearman_cell; '—' when undefined."""
     if c is None or c["rho"] is None:
-        return "—"
+        return f"— ({c['constant']} is constant)" if c and c.get("constant") else "—"
     ci = c["ci95"]
     return f"{c['rho']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else " (one head: no interval)")
 
