@@ -6,7 +6,9 @@ For the model's head at length L and beta = m / sqrt(d_head) (m = 1 is the model
 * r_SVD_int(eps/3) and r_opt from the SVD-bridge residual profile tau_r (docs/mathematics.md §6.2-6.3);
 * R_sym: the symbolic chain bound (docs/mathematics.md §7), as a kernel-VERIFIED upper-chain certificate;
 * R_con and the lower bound: kernel-VERIFIED constructive certificates (certkit certify's searches);
-* Gamma = beta rho_Q rho_K of the full visible space, and the tau_r curves.
+* Gamma = beta rho_Q rho_K of the full visible space, and the tau_r curves;
+* the same bridge on the full logits beta Q K^T + bias (the _bias fields, docs/mathematics.md §6.4)
+  and the attention mass on the special tokens (sink_mass).
 One JSON file per group under OUT/configs (configs.py); certificates under
 OUT/certificates/L<L>-l<layer>-h<head>/m<m>-eps-<eps>.{lower,upper,chain}.json.
 """
@@ -141,7 +143,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
 
 def row_of(p, mult, h, eps, br, found):
     """One results row: where (model, L, layer, head, m, beta, eps, n, d_head), the bridge fields
-    br and the searches' fields `found`, in FIELDS order (report.py)."""
+    br and the searches' fields `found` (report.FIELDS orders the CSV columns)."""
     return {"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"], "multiplier": str(mult),
             "beta": f"{mult}/sqrt({h.d})", "eps": str(eps), "n": h.n, "d_head": h.d, **br, **found}
 
