@@ -65,7 +65,7 @@ def bridge(h, eps_list, geo=None):
         Qa, Ka, off = geometry.absorb_bias(h.queries, h.keys, h.beta, h.bias, h.weights)
         if Qa.shape[1] > h.d:                   # a centred bias part: the bridge of the full logits
             lazy = geometry.LazyProfile(Qa, Ka, h.beta, h.weights, off)
-            vis_b = geometry.visible_dimension(Qa, Ka[geo.keep])
+            vis_b = {"r_num": lazy.r_max}               # its frame's numerical rank (visible_dimension's r_num)
             r_low_b = geometry.biased_rank_lower(h.queries, h.keys, h.beta, h.bias, h.weights)[0]
             curve_b = lazy.curve()
     if lazy is None:                            # no bias, or only row and column terms: the same head

@@ -688,7 +688,6 @@ def figures(rows, curves, out, s=None, seed=0):
     return [p for p in made if p.endswith(".png")]
 
 
-plots = figures          # the former name
 
 
 def load(out):
