@@ -158,7 +158,9 @@ class Head:
 
     @classmethod
     def from_file(cls, path, beta=None, name=None):
-        """The head stored in a .npz / .safetensors file; beta (exact) overrides the file's."""
+        """The head stored in a .npz / .safetensors file (a str or os.PathLike); beta (exact)
+        overrides the file's."""
+        path = os.fspath(path)
         arrays = _load_arrays(path)
         get = lambda key, required=False: _get(arrays, path, key, required)
         Q, K = get("Q", True), get("K", True)

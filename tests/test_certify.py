@@ -172,8 +172,11 @@ def test_upper_search_stops_at_the_floor():
 
 def test_decoding_candidates_pass_their_own_tests():
     A = synthetic.head("gaussian", 40, 6, beta=3, seed=4).attention()
-    for kind, M, msgs, cells in lower.decoding_candidates(A, 0.2):
-        T = lower.contraction(A, msgs, cells, M)
+    for kind, M, msgs, dec in lower.decoding_candidates(A, 0.2):
+        T = lower.decoded(A, msgs, dec)
+        assert T.shape == (M, M)
+        if dec.ndim == 2:                                   # an explicit decoder: row l1 norms <= 1
+            assert np.abs(dec).sum(axis=1).max() <= 1
         if kind == "lower-decoding-margin":
             assert np.all(lower.margins(T) > 0.2)
         else:

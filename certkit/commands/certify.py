@@ -101,8 +101,9 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None):
     if "far" not in shared:
         shared["far"] = lower.farthest_rows(A, lower.far_count(*A.shape))
     growth = shared.setdefault("growth", [])
-    cands = [(M, kind, {"messages": (msgs, "int"), "cells": (cells, "int")})
-             for kind, M, msgs, cells in lower.decoding_candidates(A, e, growth=growth, far=shared["far"])]
+    cands = [(M, kind, {"messages": (msgs, "int"),
+                        **({"decoder": (dec, "float")} if dec.ndim == 2 else {"cells": (dec, "int")})})
+             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"])]
     for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"]):
         wit = {}
         if rows is not None:

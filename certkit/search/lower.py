@@ -14,6 +14,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from .basic import frobenius_bound
+from .upper import lbfgs
 
 SAFETY = 1e-6
 CAP = 1024            # messages in a pruning start (at most)
@@ -495,8 +496,8 @@ def grow_inverse(A, eps, max_local=64, growth=None):
 
     The rows added and their ||T^{-1}|| do not depend on eps (only where the growth stops does),
     nor does local_cells; growth, a list kept by the caller for this A, records the steps
-    [messages, cells, value, local_cells result or None] so that the growth at another eps
-    replays them (the same result as a fresh call, at the cost of the steps not yet taken)."""
+    [messages, cells, value, local_cells result or None (, soft_decoder result: soft_extend)] so
+    that the growth at another eps replays them (the same result as a fresh call, at the cost of the steps not yet taken)."""
     n = A.shape[0]
     growth = [] if growth is None else growth
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
@@ -506,7 +507,7 @@ def grow_inverse(A, eps, max_local=64, growth=None):
     while len(S) < min(n, A.shape[1]):
         if t == len(growth):
             growth.append(_grow_step(A, S) + [None])
-        msgs, c, v, _ = growth[t]
+        msgs, c, v = growth[t][:3]
         if not ok(v):
             if len(msgs) > max_local:
                 break
@@ -546,7 +547,8 @@ def _grow_step(A, S):
 
 
 def decoding_candidates(A, eps, hi=None, growth=None, far=None):
-    """[(kind, M, messages, cells)] best-first per kind (float tests; the kernel decides).
+    """[(kind, M, messages, decoder)] best-first per kind (float tests; the kernel decides); the
+    decoder is cells (an int vector) or, from soft_extend, an explicit N x M matrix (decoded).
     growth: see grow_inverse (shared by the calls for several eps on one A); far: the
     farthest-row traversal farthest_rows(A, far_count(n, N)) when the caller shares it.
 
@@ -577,11 +579,96 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None):
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
+        growth = [] if growth is None else growth
         msgs, cells = grow_inverse(A, eps, growth=growth)
         if len(msgs) > 1:
             out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
+        if len(msgs) < min(n, N):
+            msgs, G = soft_extend(A, eps, msgs, growth)
+            if G is not None:
+                out.append(("lower-decoding-inverse-norm", len(msgs), msgs, G))
     out.sort(key=lambda c: -c[1])
     return out
+
+
+def decoded(A, msgs, dec):
+    """T = A[msgs] G for a decoder given as cells (an int vector, -1 = no cell) or as an
+    explicit N x M float matrix G."""
+    dec = np.asarray(dec)
+    if dec.ndim == 2:
+        return A[msgs] @ dec
+    return contraction(A, msgs, dec, len(msgs))
+
+
+def soft_decoder(Am, iters=200, p=32, delta=1e-3):
+    """(t, G): a decoder G (N x M, every row l1 norm <= 1) for the message rows Am (M x N) with
+    t ~ ||(Am G)^{-1}||_inf close to the best any decoder reaches (inf if none is found).
+
+    The best decoder solves an LP: min_G ||(Am G)^{-1}||_inf over G with row l1 norms <= 1 equals
+    t* = min { max_j ||X_j||_1 : Am X = I } (given G, X = G (Am G)^{-1} is feasible with row norms
+    <= ||(Am G)^{-1}||_inf; given X, G = X / t* gives Am G = I / t*; docs/mathematics.md §8.1).
+    Exact LPs cost seconds at M ~ 20, N = 256, so X = X0 + Z C (Z an orthonormal basis of
+    ker Am) is found by L-BFGS on the smoothed p-norm (sum_j s_j^p)^(1/p) of the row norms
+    s_j = sum_b sqrt(X_jb^2 + delta'^2): within a few per cent of t* on real heads, 3-30 times
+    faster than HiGHS.  The kernel decides on the returned G (T = fl(Am G) is then near I / t)."""
+    M, N = Am.shape
+    if M == 0 or M >= N:
+        return np.inf, None
+    Q, _ = np.linalg.qr(Am.T, mode="complete")
+    Z = Q[:, M:]
+    try:
+        X0 = np.linalg.solve(Am @ Am.T, Am).T                # the least-norm solution, N x M
+    except np.linalg.LinAlgError:
+        return np.inf, None
+    if not np.all(np.isfinite(X0)):
+        return np.inf, None
+    scale = np.abs(X0).sum(axis=1).max()
+    d2 = (delta * scale / M) ** 2
+
+    def f(c):
+        X = X0 + Z @ c.reshape(N - M, M)
+        r = np.sqrt(X * X + d2)
+        s = r.sum(axis=1)
+        z = s / s.max()
+        zp = z ** p
+        tot = zp.sum()
+        gs = (zp / z) * tot ** (1 / p - 1)
+        return s.max() * tot ** (1 / p), (Z.T @ (gs[:, None] * X / r)).ravel()
+
+    X = X0 + Z @ lbfgs(f, np.zeros((N - M) * M), iters).reshape(N - M, M)
+    t = float(np.abs(X).sum(axis=1).max())
+    if not (np.isfinite(t) and t > 0):
+        return np.inf, None
+    G = X / (t * (1 + 1e-12))                                    # row norms < 1 after rounding
+    return inverse_norm(Am @ G), G
+
+
+def soft_extend(A, eps, msgs, growth, steps=8):
+    """Messages beyond the greedy growth's, with soft decoders: the next rows of the growth
+    order (the growth record, extended by _grow_step), each prefix kept while its soft
+    decoder passes the inverse-norm test; (messages, G) of the longest passing prefix, or
+    (msgs, None).  A cheap necessary test stops first: Y = I in the LP's dual gives
+    t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record."""
+    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
+    S, best = np.asarray(msgs, dtype=np.int64), None
+    for _ in range(steps):
+        t = len(S) - 1                                      # growth[t] holds S + [next row]
+        if t > len(growth) or (t < len(growth) and not np.array_equal(growth[t][0][:-1], S)):
+            break                                           # S is not a growth prefix
+        if t == len(growth):
+            growth.append(_grow_step(A, list(S)) + [None])
+        step = growth[t]
+        nxt = step[0]
+        Am = A[nxt]
+        if not ok(len(nxt) / Am.max(axis=0).sum()):
+            break
+        if len(step) < 5:
+            step.append(soft_decoder(Am))
+        v, G = step[4]
+        if G is None or not ok(v):
+            break
+        S, best = nxt, G
+    return S, best
 
 
 def frobenius_candidates(A, eps, cell_counts=(2, 4, 8, 16, 32, 64), far=None):
