@@ -6,7 +6,10 @@ distributed (--scheduler).  One function for every sweep (calibrate's groups, mo
 scheduler: None (use workers), "local" or "local:N" (a dask.distributed LocalCluster of N
 single-threaded worker processes, default 2), or the address of a running Dask scheduler
 ("tcp://host:8786"; start one with `dask scheduler` and workers with `dask worker tcp://host:8786
---nthreads 1` on each machine; every worker must see the output folder and have certkit installed).
+--nthreads 1` on each machine; every worker must see the output folder and have certkit installed;
+--scheduler local starts its workers without Dask's statistical profiler and without the nanny's
+MALLOC_TRIM_THRESHOLD_ (LOCAL_WORKERS): together they cost certkit's tasks ~20 % of their speed;
+the README shows the same settings for workers started by hand).
 A task lost with its worker is re-run by the scheduler; fn must therefore be idempotent (certkit's
 tasks write their results atomically under a content-independent name).  BLAS runs one thread per
 worker process, as in the process pool, so results do not depend on the route.
@@ -17,6 +20,12 @@ import os
 from .errors import UserError
 
 SINGLE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# Dask worker settings for --scheduler local (README, "Sweeps on a cluster"): no statistical
+# profiler (it samples every thread's stack each 10 ms under the GIL), and glibc's malloc left
+# as in a plain process: the nanny's MALLOC_TRIM_THRESHOLD_ = 65536 turns off glibc's dynamic
+# mmap threshold, so every large numpy temporary is a fresh mmap and its page faults.
+LOCAL_WORKERS = {"distributed.worker.profile.enabled": False,
+                 "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
 def parse_scheduler(text, what="--scheduler"):
@@ -80,8 +89,10 @@ def _pooled(fn, tasks, workers, sched):
     cluster = None
     try:
         if sched[0] == "local":
-            cluster = LocalCluster(n_workers=sched[1], threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            import dask
+            with dask.config.set(LOCAL_WORKERS):
+                cluster = LocalCluster(n_workers=sched[1], threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
             client = Client(cluster)
         else:
             try:

@@ -92,10 +92,11 @@ def parse_synthetic(spec):
 
 # ---------------------------------------------------------------- one head, one eps
 
-def certify_lower(A, eps, h, path, prov, layout=None, shared=None):
+def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True):
     """Best kernel-VERIFIED lower certificate among the candidates: dict or None.
     A: h.attention(); shared: a dict kept by the caller across the eps of one A, holding the
-    search's eps-free work (the farthest-row traversal, lower.grow_inverse's growth)."""
+    search's eps-free work (the farthest-row traversal, lower.grow_inverse's growth); soft:
+    passed to lower.decoding_candidates."""
     e = float(eps)
     shared = {} if shared is None else shared
     if "far" not in shared:
@@ -103,7 +104,7 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None):
     growth = shared.setdefault("growth", [])
     cands = [(M, kind, {"messages": (msgs, "int"),
                         **({"decoder": (dec, "float")} if dec.ndim == 2 else {"cells": (dec, "int")})})
-             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"])]
+             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft)]
     for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"]):
         wit = {}
         if rows is not None:

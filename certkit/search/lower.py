@@ -546,11 +546,13 @@ def _grow_step(A, S):
     return [msgs, argmax_cells(A, msgs), best[0]]
 
 
-def decoding_candidates(A, eps, hi=None, growth=None, far=None):
+def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True):
     """[(kind, M, messages, decoder)] best-first per kind (float tests; the kernel decides); the
     decoder is cells (an int vector) or, from soft_extend, an explicit N x M matrix (decoded).
     growth: see grow_inverse (shared by the calls for several eps on one A); far: the
-    farthest-row traversal farthest_rows(A, far_count(n, N)) when the caller shares it.
+    farthest-row traversal farthest_rows(A, far_count(n, N)) when the caller shares it; soft:
+    extend the growth with soft decoders (soft_extend; False: the search before them, for
+    benchmarks/bench_sandwich.py).
 
     Starts: the peaked rows and prefixes of the farthest rows, each at most CAP messages, so a
     start costs O(CAP N) to contract and O(CAP^3) to prune, whatever n."""
@@ -583,7 +585,7 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None):
         msgs, cells = grow_inverse(A, eps, growth=growth)
         if len(msgs) > 1:
             out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
-        if len(msgs) < min(n, N):
+        if soft and len(msgs) < min(n, N):
             msgs, G = soft_extend(A, eps, msgs, growth)
             if G is not None:
                 out.append(("lower-decoding-inverse-norm", len(msgs), msgs, G))
