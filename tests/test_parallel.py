@@ -3,6 +3,7 @@ serial run, and nothing lost when a worker dies mid-run."""
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,26 @@ def test_model_certify_on_a_local_cluster_equals_the_serial_run(tmp_path):
         for side in ("lower", "upper"):
             name = f"eps-1_4.{side}.json"
             assert (tmp_path / "serial" / h / name).read_bytes() == (tmp_path / "dask" / h / name).read_bytes()
+
+
+def test_the_worker_settings_file_matches_the_local_cluster_settings():
+    """docs/dask-workers.yaml (for workers started by hand) and LOCAL_WORKERS (--scheduler local)
+    are the same settings, and the file, read by Dask, drops the nanny's malloc variable."""
+    yaml = pytest.importorskip("yaml")
+    dask = pytest.importorskip("dask")
+    from certkit.parallel import LOCAL_WORKERS
+    path = Path(__file__).resolve().parent.parent / "docs" / "dask-workers.yaml"
+    flat = {}
+
+    def walk(d, prefix):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v, prefix + k + ".")
+            else:
+                flat[prefix + k] = v
+    walk(yaml.safe_load(path.read_text()), "")
+    assert flat == LOCAL_WORKERS
+    with dask.config.set(LOCAL_WORKERS):
+        env = dask.config.get("distributed.nanny.pre-spawn-environ")
+        assert env["MALLOC_TRIM_THRESHOLD_"] is None         # the nanny skips None (unsets it)
+        assert str(env["OMP_NUM_THREADS"]) == "1" and not dask.config.get("distributed.worker.profile.enabled")
