@@ -1,14 +1,15 @@
-"""Benchmark: sandwich widths (upper / lower) and time, the lower search with and without soft
-decoders, side by side in one run.
+"""Benchmark: sandwich widths (upper / lower) and time, today's searches against the previous ones
+(issue: tighter sandwiches), side by side in one run.
 
     python benchmarks/bench_sandwich.py [--length 128] [--sample 12] [--multipliers 1/2,1,2]
                                         [--eps 3/20,1/4,7/20] [--heads data/heads/*]
 
 For a sample of MiniLM heads (spread over layers) at one length, and for the committed synthetic
-heads, every (head, multiplier) is certified at every eps twice, in alternating order: "before" = the
-lower search without soft decoders (lower.decoding_candidates(soft=False)), "after" = with them;
-the upper search then runs from each lower bound (its floor), as `certkit certify` and
-`certkit calibrate` do.  Every bound is a kernel-VERIFIED certificate.  Printed per side: the
+heads, every (head, multiplier) is certified at every eps twice, in alternating order:
+"before" = the lower search without soft decoders (lower.decoding_candidates(soft=False)) and
+the upper refinement with its former p = 16; "after" = today's defaults (soft decoders, p = 64).
+The upper search runs from each lower bound (its floor) with calibrate's settings, as
+`certkit calibrate` does.  Every bound is a kernel-VERIFIED certificate.  Printed per side: the
 median and max of upper / lower, how many are tight (upper = lower), the median lower, the
 median seconds per configuration (lower + upper), and the after / before ratios.
 """
@@ -22,6 +23,7 @@ import time
 from fractions import Fraction
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from certkit.commands.calibrate.grid import UPPER_SEARCH  # noqa: E402
 from certkit.commands.certify import certify_lower, certify_upper  # noqa: E402
 from certkit.head import Head  # noqa: E402
 from certkit.numbers import OverSqrt, parse_eps_list  # noqa: E402
@@ -36,7 +38,7 @@ def one(h, eps_list, out, soft):
         t = time.perf_counter()
         lo = certify_lower(A, eps, h, os.path.join(out, "lower.json"), {}, shared=shared, soft=soft)
         up = certify_upper(A, eps, h, h.instance(), os.path.join(out, "upper.json"), {},
-                           floor=lo["bound"] if lo else 1)
+                           floor=lo["bound"] if lo else 1, **UPPER_SEARCH, **({} if soft else {"p": 16}))
         got.append((lo["bound"], up["bound"], time.perf_counter() - t))
     return got
 
