@@ -614,7 +614,7 @@ def soft_decoder(Am, iters=200, p=32, delta=1e-3):
     s_j = sum_b sqrt(X_jb^2 + delta'^2): within a few per cent of t* on real heads, 3-30 times
     faster than HiGHS.  The kernel decides on the returned G (T = fl(Am G) is then near I / t)."""
     M, N = Am.shape
-    if M == 0 or M >= N:
+    if M == 0 or M > N:
         return np.inf, None
     Q, _ = np.linalg.qr(Am.T, mode="complete")
     Z = Q[:, M:]
@@ -637,7 +637,7 @@ def soft_decoder(Am, iters=200, p=32, delta=1e-3):
         gs = (zp / z) * tot ** (1 / p - 1)
         return s.max() * tot ** (1 / p), (Z.T @ (gs[:, None] * X / r)).ravel()
 
-    X = X0 + Z @ lbfgs(f, np.zeros((N - M) * M), iters).reshape(N - M, M)
+    X = X0 + Z @ lbfgs(f, np.zeros((N - M) * M), iters).reshape(N - M, M) if N > M else X0   # M = N: X = Am^-1
     t = float(np.abs(X).sum(axis=1).max())
     if not (np.isfinite(t) and t > 0):
         return np.inf, None

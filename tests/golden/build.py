@@ -29,6 +29,7 @@ from certkit import corpus  # noqa: E402
 from certkit.kernel import KINDS, array, check, indices, kind_and_claim, read_json  # noqa: E402
 from certkit.kernel import instance as read_instance  # noqa: E402
 from certkit.numbers import BetaInterval, OverSqrt, numeral  # noqa: E402
+from certkit.search import lower  # noqa: E402
 
 FOLDERS = ("valid", "invalid", "malformed", "unsupported")
 
@@ -55,6 +56,8 @@ VALID = [
 ]
 # written by editing perm-n32-margin: "cells" replaced by an explicit one-hot decoder matrix
 DECODER_FROM = ("perm-n32-margin", "perm-n32-margin-decoder")
+# written by editing perm-n32-inverse: "cells" replaced by the search's soft decoder for its messages
+SOFT_FROM = ("perm-n32-inverse", "perm-n32-inverse-soft-decoder")
 
 EXPECTED = {}
 
@@ -292,6 +295,16 @@ def build_valid():
     path = os.path.join(out, dst + ".json")
     dump(doc, path)
     made[dst] = path
+    src, dst = SOFT_FROM
+    doc = load(made[src])
+    doc["witness"].pop("cells")
+    msg = [int(x) for x in doc["witness"]["messages"]]
+    A = float_attention(read_instance(doc, os.path.dirname(made[src])))
+    _, G = lower.soft_decoder(A[msg])
+    doc["witness"]["decoder"] = [[numeral(float(x)) for x in row] for row in G]
+    path = os.path.join(out, dst + ".json")
+    dump(doc, path)
+    made[dst] = path
     details = {}
     for name, path in made.items():
         v = assert_verdict(path, "VERIFIED", "r_eps(A)", routes=("fast", "arb"))
@@ -413,10 +426,16 @@ def mutations(name, doc, det, base):
                 d["witness"]["messages"][1] = d["witness"]["messages"][0]
             variant("duplicate-message", f"{step}/", dup)
 
-            def nocell(d):   # a message's cell emptied: column of T zero, T singular
-                c = d["witness"]["cells"]
-                c[c.index("0")] = "-1"
-            variant("empty-cell", f"{step}/", nocell)
+            if "cells" in w:
+                def nocell(d):   # a message's cell emptied: column of T zero, T singular
+                    c = d["witness"]["cells"]
+                    c[c.index("0")] = "-1"
+                variant("empty-cell", f"{step}/", nocell)
+            else:
+                def nocolumn(d):   # decoder column 0 zeroed: column of T zero, T singular
+                    for r in d["witness"]["decoder"]:
+                        r[0] = "0x0.0p+0"
+                variant("zero-decoder-column", f"{step}/", nocolumn)
     elif kind == "upper-chain":
         variant("bound-below-chain", "upper-chain/bound", set_bound(bound - 1))
         if "basis" in w:
