@@ -77,3 +77,20 @@ def test_soft_extension_is_verified_by_the_kernel(tmp_path):
     paths = s.save(tmp_path)
     w = json.loads(open(paths["lower"]).read())["witness"]
     assert "decoder" in w
+
+
+@settings(max_examples=15, deadline=None)
+@given(heads)
+def test_other_starts_pass_their_own_test_and_replay_across_eps(spec):
+    """Every start's growth passes the inverse-norm test with its decoder; a growth record kept
+    across eps gives the same messages as a fresh search at each eps."""
+    family, n, d, beta, seed, _ = spec
+    A = synthetic.head(family, n, d, beta=Fraction(beta), seed=seed).attention()
+    far = lower.farthest_rows(A, 6)
+    records = {}
+    for eps in (0.35, 0.15, 0.25):
+        kind, M, msgs, dec = lower.other_starts(A, eps, far[1:], records)
+        assert M == len(msgs) == len(set(msgs.tolist()))
+        assert eps * lower.inverse_norm(lower.decoded(A, msgs, dec)) < 1
+        fresh = lower.other_starts(A, eps, far[1:], {})
+        assert fresh[1] == M and np.array_equal(fresh[2], msgs)

@@ -104,7 +104,8 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True):
     growth = shared.setdefault("growth", [])
     cands = [(M, kind, {"messages": (msgs, "int"),
                         **({"decoder": (dec, "float")} if dec.ndim == 2 else {"cells": (dec, "int")})})
-             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft)]
+             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
+                                                                records=shared.setdefault("records", {}))]
     for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"]):
         wit = {}
         if rows is not None:
