@@ -8,7 +8,7 @@ For MiniLM heads at a small length n (default 16) and every multiplier and eps:
 * the exhaustive decoding bound: the largest M such that some M message rows pass the
   inverse-norm rule with the best decoder, over every message set.  For fixed messages S the
   best decoder is an LP (docs/mathematics.md §8.1): eps t*(S) < 1 with
-  t*(S) = min { max_j ||X_j||_1 : A_S X = I } (HiGHS).  t* only grows when rows are added, so
+  t*(S) = min { max_j ||X_j||_1 : A_S X = I } (lower.best_decoder_lp, HiGHS).  t* only grows when rows are added, so
   the sets are enumerated level by level, each from a passing set and only when all its
   subsets one smaller pass (the search is exhaustive; a float LP decides, so this is a
   reference, not a certificate);
@@ -26,26 +26,11 @@ import time
 from fractions import Fraction
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from certkit.api import certify  # noqa: E402
 from certkit.numbers import OverSqrt, parse_eps_list  # noqa: E402
-from certkit.search import upper  # noqa: E402
-
-
-def lp_t(B):
-    """t* = min max_j ||X_j||_1 s.t. B X = I (B: M x N), by HiGHS; inf if infeasible."""
-    M, N = B.shape
-    E = sp.kron(sp.csr_matrix(B), sp.identity(M))
-    A_eq = sp.hstack([E, -E, sp.csr_matrix((M * M, 1))]).tocsr()
-    R = sp.kron(sp.identity(N), np.ones((1, M)))
-    A_ub = sp.hstack([R, R, -np.ones((N, 1))]).tocsr()
-    c = np.zeros(2 * N * M + 1)
-    c[-1] = 1
-    r = linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
-    return r.fun if r.status == 0 else np.inf
+from certkit.search import lower, upper  # noqa: E402
 
 
 def exhaustive_lower(A, eps, limit=200000):
@@ -64,7 +49,7 @@ def exhaustive_lower(A, eps, limit=200000):
                     lps += 1
                     if lps > limit:
                         return None, lps
-                    if eps * lp_t(A[list(T)]) < 1:
+                    if eps * lower.best_decoder_lp(A[list(T)])[0] < 1:
                         nxt.append(T)
         if nxt:
             best = len(nxt[0])

@@ -2,7 +2,8 @@
 
 The mathematics (docs/mathematics.md §8.1, proofs/decode-inverse-norm.md (L6)): over decoders G
 with row l1 norms <= 1, the smallest ||(A_S G)^{-1}||_inf is the LP value
-t* = min { max_j ||X_j||_1 : A_S X = I }.  Stated here against scipy's HiGHS:
+t* = min { max_j ||X_j||_1 : A_S X = I }.  Stated here against HiGHS (lower.best_decoder_lp,
+its X checked feasible with value t*):
 * no decoder beats t*: cells (argmax, and after coordinate descent) and the soft decoder;
 * G = X / t* for the LP's X reaches t* (so the minimum is attained);
 * the soft decoder is a valid decoder and lands close to t*;
@@ -13,28 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
-from scipy.optimize import linprog
 
 from certkit import synthetic
 from certkit.api import certify
 from certkit.head import Head
 from certkit.search import lower
-
-
-def lp_value(B):
-    """(t*, X) for min max_j ||X_j||_1 s.t. B X = I (B: M x N), X = P - Q with P, Q >= 0."""
-    M, N = B.shape
-    E = sp.kron(sp.csr_matrix(B), sp.identity(M))          # row a*M + b, column j*M + b
-    A_eq = sp.hstack([E, -E, sp.csr_matrix((M * M, 1))]).tocsr()
-    R = sp.kron(sp.identity(N), np.ones((1, M)))
-    A_ub = sp.hstack([R, R, -np.ones((N, 1))]).tocsr()
-    c = np.zeros(2 * N * M + 1)
-    c[-1] = 1
-    r = linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
-    assert r.status == 0, r.message
-    return r.fun, (r.x[:N * M] - r.x[N * M:2 * N * M]).reshape(N, M)
 
 
 heads = st.tuples(st.sampled_from(["gaussian", "clustered"]), st.integers(24, 48), st.integers(2, 8),
@@ -48,7 +33,9 @@ def test_no_decoder_beats_the_lp_and_the_lp_decoder_attains_it(spec):
     A = synthetic.head(family, n, d, beta=Fraction(beta), seed=seed).attention()
     msgs = lower.farthest_rows(A, M)
     M = len(msgs)
-    t, X = lp_value(A[msgs])
+    t, X = lower.best_decoder_lp(A[msgs])
+    assert np.allclose(A[msgs] @ X, np.eye(M), atol=1e-7)            # feasible, with value t
+    assert np.abs(X).sum(axis=1).max() == pytest.approx(t, rel=1e-7)
     cells = lower.argmax_cells(A, msgs)
     assert lower.inverse_norm(lower.contraction(A, msgs, cells, M)) >= t * (1 - 1e-7)
     assert lower.local_cells(A, msgs, cells)[1] >= t * (1 - 1e-7)

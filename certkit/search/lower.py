@@ -675,6 +675,25 @@ def soft_decoder(Am, iters=200, p=32, delta=1e-3):
     return inverse_norm(Am @ G), G
 
 
+def best_decoder_lp(Am):
+    """(t*, X): t* = min { max_j ||X_j||_1 : Am X = I } by HiGHS (X = P - Q, P, Q >= 0), the
+    smallest ||(Am G)^{-1}||_inf over all decoders G (soft_decoder's docstring); (inf, None) if the
+    LP fails.  Seconds at M ~ 20: the reference for benchmarks and tests, not used by the search."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+    M, N = Am.shape
+    E = sp.kron(sp.csr_matrix(Am), sp.identity(M))          # row a*M + b, column j*M + b
+    A_eq = sp.hstack([E, -E, sp.csr_matrix((M * M, 1))]).tocsr()
+    R = sp.kron(sp.identity(N), np.ones((1, M)))
+    A_ub = sp.hstack([R, R, -np.ones((N, 1))]).tocsr()
+    c = np.zeros(2 * N * M + 1)
+    c[-1] = 1
+    r = linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
+    if r.status != 0:
+        return np.inf, None
+    return float(r.fun), (r.x[:N * M] - r.x[N * M:2 * N * M]).reshape(N, M)
+
+
 def soft_extend(A, eps, msgs, growth, steps=8):
     """Messages beyond the greedy growth's, with soft decoders: the next rows of the growth
     order (the growth record, extended by _grow_step), each prefix kept while its soft
