@@ -43,18 +43,23 @@ def margins(T):
     return 2 * d - np.abs(T).sum(axis=1) if T.size else np.zeros(0)
 
 
+def passes(v, eps):
+    """The searches' float acceptance of an inverse norm v: eps v (1 + 1e-3) < 1 - 1e-9 (a safety
+    margin; the kernel decides)."""
+    return eps * v * (1 + 1e-3) < 1 - 1e-9
+
+
 def inverse_ok(T, eps):
     """eps ||T^{-1}||_inf (1 + 1e-3) < 1 - 1e-9 in floats.  Large T that fail by a margin are
     rejected from an LU factorisation and Hager's lower bound of ||T^{-1}||_inf = ||T^{-T}||_1
     (a third of the inverse's cost); anything else is decided by inverse_norm as before."""
     if T.shape[0] == 0:
         return True
-    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     if T.shape[0] >= 32:
         est = inverse_norm_lower(T)[0]
-        if est is None or not ok(est * (1 - 1e-9)):           # (1 - 1e-9): rounding of est
+        if est is None or not passes(est * (1 - 1e-9), eps):    # (1 - 1e-9): rounding of est
             return False
-    return ok(inverse_norm(T))
+    return passes(inverse_norm(T), eps)
 
 
 def inverse_norm_lower(T, steps=4):
@@ -149,7 +154,6 @@ def prune_both(A, msgs, eps, thr):
     factorisation); a set is rejected on X only when it fails by 10 %, so drift cannot decide;
     anything closer is decided by inverse_norm as before."""
     msgs = np.array(msgs, dtype=np.int64)
-    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     found = [None, None]
     if len(msgs) == 0:
         return [(msgs, argmax_cells(A, msgs))] * 2
@@ -171,12 +175,12 @@ def prune_both(A, msgs, eps, thr):
                 v = inv.norm(T)
                 if v is None:                                    # no trusted inverse: Hager on an LU
                     est = inverse_norm_lower(T)[0]
-                    if est is None or not ok(est * (1 - 1e-9)):
+                    if est is None or not passes(est * (1 - 1e-9), eps):
                         passed = False
-                elif not ok(0.9 * v):
+                elif not passes(0.9 * v, eps):
                     passed = False
             if passed is None:
-                passed = ok(inverse_norm(T))
+                passed = passes(inverse_norm(T), eps)
             if passed:
                 found[1] = (msgs, cells.copy())
                 inv = None
@@ -502,7 +506,6 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
     of the steps not yet taken); one record per start."""
     n = A.shape[0]
     growth = [] if growth is None else growth
-    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     S = [int(np.argmax(A.max(axis=1))) if start is None else int(start)]
     cells = argmax_cells(A, np.array(S))
     t = 0
@@ -510,13 +513,13 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
         if t == len(growth):
             growth.append(_grow_step(A, S) + [None])
         msgs, c, v = growth[t][:3]
-        if not ok(v):
+        if not passes(v, eps):
             if len(msgs) > max_local:
                 break
             if growth[t][3] is None:
                 growth[t][3] = local_cells(A, msgs, c)
             c, v = growth[t][3]
-            if not ok(v):
+            if not passes(v, eps):
                 break
         S, cells = list(msgs), c
         t += 1
@@ -700,7 +703,6 @@ def soft_extend(A, eps, msgs, growth, steps=8):
     decoder passes the inverse-norm test; (messages, G) of the longest passing prefix, or
     (msgs, None).  A cheap necessary test stops first: Y = I in the LP's dual gives
     t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record."""
-    ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     S, best = np.asarray(msgs, dtype=np.int64), None
     for _ in range(steps):
         t = len(S) - 1                                      # growth[t] holds S + [next row]
@@ -711,12 +713,12 @@ def soft_extend(A, eps, msgs, growth, steps=8):
         step = growth[t]
         nxt = step[0]
         Am = A[nxt]
-        if not ok(len(nxt) / Am.max(axis=0).sum()):
+        if not passes(len(nxt) / Am.max(axis=0).sum(), eps):
             break
         if len(step) < 5:
             step.append(soft_decoder(Am))
         v, G = step[4]
-        if G is None or not ok(v):
+        if G is None or not passes(v, eps):
             break
         S, best = nxt, G
     return S, best
