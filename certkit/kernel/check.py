@@ -1,6 +1,7 @@
 """The one door into the kernel: check(path) -> Verdict.  Reads a format-1.x certificate, recomputes
 every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED."""
 import os
+import signal
 
 import numpy as np
 
@@ -19,10 +20,35 @@ def kind_and_claim(doc):
     return kind, read_claim(doc, kind)
 
 
-def check(path, route="fast"):
-    """Verdict for the certificate file at path."""
+class TimeLimit(BaseException):
+    """Raised by the alarm of check(time_limit=...); a BaseException, so no rule's handler catches it."""
+
+
+def _alarm(signum, frame):
+    raise TimeLimit
+
+
+def check(path, route="fast", time_limit=None):
+    """Verdict for the certificate file at path.  Resource exhaustion (memory; time_limit seconds,
+    measured by SIGALRM, so only in a main thread) is UNSUPPORTED with a "resource limit" message."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
+    old = time_limit and signal.signal(signal.SIGALRM, _alarm)
+    try:
+        try:
+            if time_limit:
+                signal.setitimer(signal.ITIMER_REAL, time_limit)
+            return _check(path, route)
+        finally:
+            if time_limit:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+    except TimeLimit:
+        signal.signal(signal.SIGALRM, old)
+        return Verdict("UNSUPPORTED", f"resource limit: not decided within the time limit of {time_limit} s")
+
+
+def _check(path, route):
     sha = None
     try:
         check_environment()
@@ -46,6 +72,8 @@ def check(path, route="fast"):
         return Verdict("UNSUPPORTED", str(e), {"sha256": sha})
     except Rejected as e:
         return Verdict("REJECTED", f"{e.step}: {e.detail}", {"sha256": sha})
+    except MemoryError:
+        return Verdict("UNSUPPORTED", "resource limit: out of memory", {"sha256": sha})
     except FPEnvironmentError as e:
         return Verdict("INTERNAL-ERROR", f"floating-point environment: {e}", {"sha256": sha})
     except Exception as e:   # a kernel bug: never REJECTED
