@@ -95,3 +95,53 @@ def test_cli_all_malformed_no_traceback():
     for line, f in zip(lines, files):
         assert line.startswith("MALFORMED "), line
         assert line.endswith(f"({os.path.basename(f)})"), line
+
+
+# ---------------------------------------------------------------- hostile file systems
+sys.path.insert(0, GOLDEN)
+from build import build_filesystem  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def filesystem_cases(tmp_path_factory):
+    return build_filesystem(str(tmp_path_factory.mktemp("fs")))
+
+
+FS_NAMES = ["plain", "symlink-inside", "symlink-outside", "symlinked-folder-outside", "symlink-system-file",
+            "symlink-dev-zero", "fifo-sidecar", "folder-sidecar", "oversize-sidecar", "fifo-certificate",
+            "folder-certificate", "device-certificate", "oversize-certificate"]
+
+
+def test_filesystem_cases_are_all_listed(filesystem_cases):
+    assert sorted(filesystem_cases) == sorted(FS_NAMES)
+
+
+@pytest.mark.parametrize("name", FS_NAMES)
+@pytest.mark.parametrize("route", ["fast", "arb"])
+def test_filesystem_case(filesystem_cases, name, route):
+    """Only regular files inside the certificate's folder are read; nothing hangs, nothing is exit 4."""
+    path, verdict, contains = filesystem_cases[name]
+    v = check(path, route)
+    assert (v.status, contains in v.message) == (verdict, True), v.line()
+
+
+def test_filesystem_cases_by_cli(filesystem_cases):
+    """The CLI gives each its verdict's exit code, within the subprocess timeout (a FIFO would hang)."""
+    for name in ("symlink-outside", "fifo-sidecar", "fifo-certificate", "symlink-dev-zero", "symlink-inside"):
+        path, verdict, contains = filesystem_cases[name]
+        p = _cli(path)
+        assert p.returncode == EXIT[verdict], (name, p.stdout, p.stderr)
+        assert contains in p.stdout, (name, p.stdout)
+
+
+def test_inline_limit_is_enforced_while_parsing(tmp_path):
+    """An inline array of 2^20 + 1 entries is MALFORMED by its size before any numeral is parsed (a bad
+    numeral in it is not the reason given)."""
+    with open(path_of("valid/gauss-n24-factor.json")) as f:
+        doc = json.load(f)
+    doc["instance"]["queries"] = [["not-a-numeral"] + ["0x1p+0"] * 1023] * 1024 + [["0x1p+0"]]
+    p = tmp_path / "big-inline.json"
+    p.write_text(json.dumps(doc))
+    v = check(str(p))
+    assert v.status == "MALFORMED", v.line()
+    assert "$.instance.queries: inline array of more than 1048576 entries" in v.message, v.line()

@@ -6,6 +6,7 @@ import hashlib
 import re
 import json
 import os
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -37,15 +38,27 @@ def _reject_constant(name):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def read_json(path):
+def read_regular(path, limit, where, what):
+    """The bytes of the regular file at path (named what), at most limit of them, else Malformed(where): opened
+    without blocking (a FIFO cannot hang), its type checked on the open descriptor (no FIFO, device
+    or folder), never more than its checked size + 1 bytes read."""
     try:
-        size = os.path.getsize(path)
-        if size > MAX_FILE:
-            raise Malformed("$", f"file is {size} bytes (limit {MAX_FILE})")
-        with open(path, "rb") as f:
-            raw = f.read()
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise Malformed(where, f"{what} is not a regular file (a folder, FIFO, socket or device)")
+            if st.st_size > limit:
+                raise Malformed(where, f"{what} is {st.st_size} bytes (limit {limit})")
+            raw = f.read(st.st_size + 1)
     except OSError as e:
-        raise Malformed("$", f"cannot read {path}: {e.strerror}") from None
+        raise Malformed(where, f"cannot read {what}: {e.strerror}") from None
+    if len(raw) != st.st_size:
+        raise Malformed(where, f"{what} changed while it was read")
+    return raw
+
+
+def read_json(path):
+    raw = read_regular(path, MAX_FILE, "$", path)
     try:
         text = raw.decode("utf-8")
         doc = json.loads(text, object_pairs_hook=_no_dupes, parse_constant=_reject_constant)
@@ -144,7 +157,14 @@ def array(x, path, base_dir, shape, kind="float"):
     return a
 
 
+def _leaves(v):
+    return sum(map(_leaves, v)) if isinstance(v, list) else 1
+
+
 def _inline(x, path, kind):
+    if _leaves(x) > MAX_INLINE:           # counted before any numeral is parsed
+        raise Malformed(path, f"inline array of more than {MAX_INLINE} entries (use a sidecar)")
+
     def walk(v, p, depth):
         if isinstance(v, list):
             if depth > 3:
@@ -161,8 +181,6 @@ def _inline(x, path, kind):
         a = np.array(flat, dtype=np.int64 if kind == "int" else np.float64)
     except ValueError:
         raise Malformed(path, "ragged inline array (rows of different lengths)") from None
-    if a.size > MAX_INLINE:
-        raise Malformed(path, f"inline array of {a.size} entries (limit {MAX_INLINE}; use a sidecar)")
     return a
 
 
@@ -187,14 +205,11 @@ def _sidecar(x, path, base_dir, kind):
         raise Malformed(f"{path}.dtype", f"dtype {dt!r} not allowed here")
     if not isinstance(x["shape"], list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]):
         raise Malformed(f"{path}.shape", f"expected a list of non-negative integers, got {x['shape']!r:.80}")
-    full = os.path.join(base_dir, name)
-    try:
-        if os.path.getsize(full) > MAX_SIDECAR:
-            raise Malformed(f"{path}.file", f"sidecar larger than {MAX_SIDECAR} bytes")
-        with open(full, "rb") as f:
-            raw = f.read()
-    except (OSError, ValueError) as e:
-        raise Malformed(f"{path}.file", f"missing or unreadable sidecar {name!r}: {getattr(e, 'strerror', None) or e}") from None
+    root = os.path.realpath(base_dir)
+    full = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, full]) != root:
+        raise Malformed(f"{path}.file", f"sidecar {name!r} resolves outside the certificate's folder (a symlink)")
+    raw = read_regular(full, MAX_SIDECAR, f"{path}.file", f"sidecar {name!r}")
     got = hashlib.sha256(raw).hexdigest()
     if got != sha:
         raise Malformed(f"{path}.sha256", f"sidecar {name!r} has sha256 {got}, certificate pins {sha}")

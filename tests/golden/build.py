@@ -672,7 +672,7 @@ def build_malformed(made):
          mod(side, lambda d: d["instance"]["keys"].__setitem__("file", "../valid/" + d["instance"]["keys"]["file"])))
     case("sidecar-absolute-path", "$.instance.keys.file: sidecar path must be relative",
          mod(side, lambda d: d["instance"]["keys"].__setitem__("file", "/etc/passwd")))
-    case("sidecar-missing", "$.witness.V.file: missing or unreadable sidecar",
+    case("sidecar-missing", "$.witness.V.file: cannot read sidecar 'malformed-nowhere.V.npy'",
          mod(side, lambda d: d["witness"]["V"].__setitem__("file", "malformed-nowhere.V.npy")))
     case("sidecar-sha256-mismatch", "$.witness.V.sha256: sidecar",
          mod(side, lambda d: d["witness"]["V"].__setitem__("sha256", "0" * 64)))
@@ -797,6 +797,70 @@ def build_unsupported(made):
     contains = "$.witness.U.file: safetensors sidecars"
     assert_verdict(path, "UNSUPPORTED", contains)
     expect(path, "UNSUPPORTED", contains)
+
+
+# ---------------------------------------------------------------- file-system cases
+FS_BASE = "gauss-n40-sidecar-factor"          # a valid certificate with four .npy sidecars
+
+
+def sparse(path, size):
+    """A file of size bytes that takes no disk space (a hole)."""
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+def build_filesystem(dest):
+    """The hostile file-system cases, made under dest at test time (FIFOs, symlinks to devices and
+    sparse oversize files cannot be committed): {name: (path to check, verdict, message part)}.
+    dest/cert/ holds the certificates; dest/outside/ is a folder they must not reach."""
+    src = os.path.join(HERE, "valid")
+    cert, out = os.path.join(dest, "cert"), os.path.join(dest, "outside")
+    os.makedirs(os.path.join(cert, "inner"))
+    os.makedirs(out)
+    doc = load(os.path.join(src, FS_BASE + ".json"))
+    for x in sidecars_of(doc):
+        shutil.copy(os.path.join(src, x["file"]), os.path.join(cert, x["file"]))
+    V = doc["witness"]["V"]["file"]
+    cases = {}
+
+    def case(name, verdict, contains, make=None, file=None):
+        """A copy of the certificate whose V sidecar is `file` (made by make(path)), or make alone."""
+        d = copy.deepcopy(doc)
+        if file is not None:
+            d["witness"]["V"]["file"] = file
+            make(os.path.join(cert, file))
+        path = os.path.join(cert, name + ".json")
+        dump(d, path)
+        cases[name] = (path, verdict, contains)
+
+    where = "$.witness.V.file: "
+    case("plain", "VERIFIED", "r_eps(A) <=")
+    shutil.copy(os.path.join(cert, V), os.path.join(cert, "inner", V))
+    case("symlink-inside", "VERIFIED", "r_eps(A) <=",
+         lambda p: os.symlink(os.path.join("inner", V), p), "V-link.npy")
+    shutil.copy(os.path.join(cert, V), os.path.join(out, V))
+    case("symlink-outside", "MALFORMED", where + "sidecar 'V-out.npy' resolves outside",
+         lambda p: os.symlink(os.path.join(out, V), p), "V-out.npy")
+    case("symlinked-folder-outside", "MALFORMED", where + f"sidecar 'linked/{V}' resolves outside",
+         lambda p: None, f"linked/{V}")
+    os.symlink(out, os.path.join(cert, "linked"))
+    case("symlink-system-file", "MALFORMED", "resolves outside",
+         lambda p: os.symlink("/etc/passwd", p), "V-passwd.npy")
+    case("symlink-dev-zero", "MALFORMED", "resolves outside",
+         lambda p: os.symlink("/dev/zero", p), "V-zero.npy")
+    case("fifo-sidecar", "MALFORMED", where + "sidecar 'V-fifo.npy' is not a regular file", os.mkfifo, "V-fifo.npy")
+    case("folder-sidecar", "MALFORMED", where + "cannot read sidecar 'V-dir.npy': Is a directory", os.mkdir, "V-dir.npy")
+    case("oversize-sidecar", "MALFORMED", where + f"sidecar 'V-big.npy' is {(1 << 32) + 1} bytes (limit {1 << 32})",
+         lambda p: sparse(p, (1 << 32) + 1), "V-big.npy")
+    fifo = os.path.join(cert, "fifo-certificate.json")
+    os.mkfifo(fifo)
+    cases["fifo-certificate"] = (fifo, "MALFORMED", "$: " + fifo + " is not a regular file")
+    cases["folder-certificate"] = (os.path.join(cert, "inner"), "MALFORMED", "inner: Is a directory")
+    cases["device-certificate"] = ("/dev/zero", "MALFORMED", "$: /dev/zero is not a regular file")
+    big = os.path.join(cert, "oversize-certificate.json")
+    sparse(big, (1 << 26) + 1)
+    cases["oversize-certificate"] = (big, "MALFORMED", f"is {(1 << 26) + 1} bytes (limit {1 << 26})")
+    return cases
 
 
 def main():
