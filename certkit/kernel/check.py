@@ -11,7 +11,8 @@ from .load import read_json, header, claim as read_claim, instance as read_insta
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
 CHECKER = "certkit-kernel 1.1"
-ROUTES = tuple(ROUTE_ENCLOSURES)
+ROUTES = ("auto",) + tuple(ROUTE_ENCLOSURES)
+AUTO_ARB = 1 << 20          # route auto: the Arb re-check is tried on instances of at most 2^20 entries
 
 
 def kind_and_claim(doc):
@@ -29,23 +30,24 @@ def _alarm(signum, frame):
 
 
 def check(path, route="fast", time_limit=None):
-    """Verdict for the certificate file at path.  Resource exhaustion (memory; time_limit seconds,
-    measured by SIGALRM, so only in a main thread) is UNSUPPORTED with a "resource limit" message."""
+    """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
+    instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
+    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
-    old = time_limit and signal.signal(signal.SIGALRM, _alarm)
+    if not time_limit:
+        return _check(path, route)
+    old = signal.signal(signal.SIGALRM, _alarm)
     try:
         try:
-            if time_limit:
-                signal.setitimer(signal.ITIMER_REAL, time_limit)
+            signal.setitimer(signal.ITIMER_REAL, time_limit)
             return _check(path, route)
         finally:
-            if time_limit:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, old)
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except TimeLimit:
-        signal.signal(signal.SIGALRM, old)
         return Verdict("UNSUPPORTED", f"resource limit: not decided within the time limit of {time_limit} s")
+    finally:
+        signal.signal(signal.SIGALRM, old)
 
 
 def _check(path, route):
@@ -59,8 +61,14 @@ def _check(path, route):
         else:
             base = os.path.dirname(os.path.abspath(path))
             inst = read_instance(doc, base)
+            first = "fast" if route == "auto" else route
             with np.errstate(all="ignore"):
-                details = kind.rule(inst, c, doc["witness"], base, route)
+                try:
+                    details, route = kind.rule(inst, c, doc["witness"], base, first), first
+                except Rejected:
+                    if route != "auto" or inst.n * inst.N > AUTO_ARB:
+                        raise
+                    details, route = kind.rule(inst, c, doc["witness"], base, "arb"), "arb"
             beta_text = inst.beta.text
         details.update(kind=kind.name, sha256=sha, route=route)
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "

@@ -1,9 +1,10 @@
 """Shared pieces of the rules: witness index arrays, decoders, certified row-l1 sums."""
 from fractions import Fraction
 
+import flint
 import numpy as np
 
-from .fp import ETA, gamma, inflate, sum_up
+from .fp import ETA, gamma, inflate, sum_up, arb_up
 from .load import array
 from .verdict import Malformed, Rejected
 
@@ -57,6 +58,11 @@ class Decoder:
                 T[:, cs[starts]] = np.add.reduceat(m[:, order], starts, axis=1)
         err = inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3)
         return T, err
+
+
+def arb_row_l1(D, add):
+    """Floats >= sum_j |D_ij| + add_i, D an arb_mat: the rows' l1 norms in Arb, no float rounding."""
+    return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
 
 
 def certainly_le(x, eps):

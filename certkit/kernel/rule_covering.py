@@ -3,12 +3,14 @@
 Statement: with representatives R (row indices) and an assignment sigma(i) in R, if
 ||A_i - A_sigma(i)||_1 <= eps for all i then r_eps(A) <= |R| (B_i := A_sigma(i)).
 
-Enclosure: ||A_i - A_s||_1 <= ||m_i - m_s||_1 + rho_i + rho_s; the float sum bounded by sum_up.
+Enclosure: ||A_i - A_s||_1 <= ||m_i - m_s||_1 + rho_i + rho_s; the float sum bounded by sum_up (route
+arb: the sum in Arb).
 Witness: representatives, assignment.
 """
+import flint
 import numpy as np
 
-from .common import indices, certainly_le, finite
+from .common import arb_row_l1, indices, certainly_le, finite
 from .fp import U as u, inflate, sum_up
 from .load import obj
 from .rows import enclose_all, max_row_bound
@@ -33,6 +35,9 @@ def check(inst, claim, witness, base_dir, route):
 
     def row_bound(idx, m, rho):
         t = np.array([pos[int(s)] for s in sig[idx]])
+        if route == "arb":
+            with flint.ctx.workprec(192):
+                return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(rm[t].tolist()), inflate(rho + rrho[t], 1))
         return finite(inflate(sum_up(np.abs(m - rm[t]), axis=1) * (1 + u) + rho + rrho[t], 4),
                       "upper-covering/row-distance")
     worst, worst_row = max_row_bound(inst, route, row_bound)

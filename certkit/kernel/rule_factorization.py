@@ -5,12 +5,14 @@ factors) and max_i ||A_i - B_i||_1 <= eps, then r_eps(A) <= k.
 
 Enclosure: ||A_i - B_i||_1 <= ||m_i - B_i||_1 + rho_i (row enclosure), and with B^ = fl(U V^T),
 |B^ - B| <= gamma_k |U||V|^T + k eta, whose row sums are gamma_k (|U| (|V|^T 1))_i + N k eta;
-sum_j |m_ij - B^_ij| <= (1 + u) fl-sum, bounded by sum_up.  Witness: U, V.
+sum_j |m_ij - B^_ij| <= (1 + u) fl-sum, bounded by sum_up.  Route arb: sum_j |m_ij - B_ij| in Arb.
+Witness: U, V.
 """
 
+import flint
 import numpy as np
 
-from .common import certainly_le, finite
+from .common import arb_row_l1, certainly_le, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj
 from .rows import max_row_bound
@@ -26,6 +28,10 @@ def max_row_error(inst, Uf, V, route="fast"):
     gk = gamma(max(k, 1))
 
     def row_bound(idx, m, rho):
+        if route == "arb":          # in Arb: no gamma_k |U||V| term (cancellation)
+            with flint.ctx.workprec(192):
+                B = flint.arb_mat(Uf[idx].tolist()) * flint.arb_mat(Vt.tolist()) if k else flint.arb_mat(*m.shape)
+                return arb_row_l1(flint.arb_mat(m.tolist()) - B, rho)
         B = Uf[idx] @ Vt
         np.subtract(m, B, out=B)
         np.abs(B, out=B)
