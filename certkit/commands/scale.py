@@ -98,10 +98,10 @@ def point(family, dim, x, eps, cert_dir):
     row.update(verdict=v.status, certified_M=det.get("messages") if v.status == "VERIFIED" else None,
                margin=det.get("certified_min_margin"), certificate=os.path.relpath(path, os.path.dirname(cert_dir)))
     if family == "interaction":
-        row["x"] = det.get("Gamma_lower") if v.status == "VERIFIED" else None
-        row["visible_dimension"] = det.get("visible_dimension")
+        row["x"] = lat.interaction_gamma(dim, beta, L, K)[0] if v.status == "VERIFIED" else None
+        row["visible_dimension"] = dim if v.status == "VERIFIED" and K >= 1 and beta >= 1 else None
     if family == "ball":
-        row["log10_tokens"] = det.get("log10_tokens_upper")
+        row["log10_tokens"] = lat.log10_tokens(dim, beta)[1]
     row["log10_M"] = math.log10(row["M"])
     if dim in f["chain"]:
         row["chain_log10_upper"] = chain_log10_upper(family, dim, x if family != "interaction" else x * x, eps, K, L)
@@ -154,7 +154,7 @@ def headline(eps, cert_dir):
     v = check(path)
     return {"d": h["d"], "beta": h["beta"], "L": h["L"], "K": h["K"], "M": (2 * h["K"] + 1) ** h["d"],
             "verdict": v.status, "line": v.line(), "margin": v.details.get("certified_min_margin"),
-            "log10_tokens": [v.details.get("log10_tokens_lower"), v.details.get("log10_tokens_upper")],
+            "log10_tokens": list(lat.log10_tokens(h["d"], h["beta"])),
             "certificate": os.path.relpath(path, os.path.dirname(cert_dir))}
 
 

@@ -43,8 +43,8 @@ class Decoder:
             self.cells, self.G = None, G
         self.M = M
 
-    def apply(self, m):
-        """(T^, err): T^ = fl(m G) and err_a >= sum_b |T^_ab - (m G)_ab|."""
+    def apply(self, m, rho):
+        """(T^, e): T^ = fl(m G) and e_a >= rho_a + sum_b |T^_ab - (m G)_ab|."""
         N = m.shape[1]
         if self.G is not None:
             T = m @ self.G
@@ -56,8 +56,7 @@ class Decoder:
                 cs = self.cells[order]
                 starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
                 T[:, cs[starts]] = np.add.reduceat(m[:, order], starts, axis=1)
-        err = inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3)
-        return T, err
+        return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
 def arb_row_l1(D, add):

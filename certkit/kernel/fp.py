@@ -52,10 +52,6 @@ def float_up(v):
     return f
 
 
-def float_down(v):
-    return -float_up(-Fraction(v)) + 0.0          # the largest binary64 <= v (+ 0.0: never -0.0)
-
-
 def arb_to_fraction_upper(x):
     """An exact rational >= every point of the Arb ball x."""
     man, exp = x.upper().man_exp()
@@ -72,7 +68,7 @@ def arb_up(x):
 
 
 def arb_down(x):
-    return float_down(arb_to_fraction_lower(x))
+    return -arb_up(-x) + 0.0                       # Arb negation is exact; + 0.0: never -0.0
 
 
 def arb_of(v):
@@ -97,7 +93,7 @@ def check_environment():
     b = np.array([2.0 ** -53, 2.0 ** -53 + 2.0 ** -105, -(2.0 ** -53 + 2.0 ** -105), 2.0 ** -537, 0.5])
     s = a + b
     prod = a[3:] * b[3:]
-    m = np.array([[_from_bits(2), 0.0], [0.0, 1.0]]) @ np.array([[0.5], [0.0]])
+    m = np.array([[2 * ETA, 0.0], [0.0, 1.0]]) @ np.array([[0.5], [0.0]])
     ok = (s[0] == 1.0 and s[1] == 1.0 + 2.0 ** -52 and s[2] == -1.0 - 2.0 ** -52
           and 1.0 + 2.0 ** -53 == 1.0 and 1.0 + (2.0 ** -53 + 2.0 ** -105) == 1.0 + 2.0 ** -52
           and _bits(prod[0]) == 1 and _bits(prod[1]) == 1 << 51
@@ -107,6 +103,3 @@ def check_environment():
         raise FPEnvironmentError("floating-point environment is not IEEE round-to-nearest with "
                                  "gradual underflow (flush-to-zero or a changed rounding mode?)")
 
-
-def _from_bits(k):
-    return struct.unpack("<d", struct.pack("<Q", k))[0]

@@ -3,6 +3,7 @@ sidecars.  Anything not exactly as the format says is Malformed(JSON path, what)
 this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
 sidecars are Unsupported."""
 import hashlib
+import io
 import re
 import json
 import os
@@ -213,7 +214,13 @@ def _sidecar(x, path, base_dir, kind):
     got = hashlib.sha256(raw).hexdigest()
     if got != sha:
         raise Malformed(f"{path}.sha256", f"sidecar {name!r} has sha256 {got}, certificate pins {sha}")
-    a = _npy(raw, path)
+    try:
+        a = np.load(io.BytesIO(raw), allow_pickle=False)
+    except Exception as e:   # object arrays (pickle), truncated or garbage header
+        msg = "needs pickle (object array), which is never loaded" if "pickle" in str(e) else str(e)
+        raise Malformed(f"{path}.file", f"unreadable .npy: {msg}") from None
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fi":
+        raise Malformed(f"{path}.file", "not a numeric .npy array")
     want = np.dtype(DTYPES[dt])
     if (a.dtype.kind, a.dtype.itemsize) != (want.kind, want.itemsize):
         raise Malformed(f"{path}.dtype", f"sidecar holds {a.dtype}, certificate says {dt}")
@@ -223,18 +230,6 @@ def _sidecar(x, path, base_dir, kind):
     if kind == "float" and not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))[0]
         raise Malformed(f"{path}{list(map(int, bad))}", f"non-finite value {a[tuple(bad)]}")
-    return a
-
-
-def _npy(raw, path):
-    import io
-    try:
-        a = np.load(io.BytesIO(raw), allow_pickle=False)
-    except Exception as e:   # object arrays (pickle), truncated or garbage header
-        msg = "needs pickle (object array), which is never loaded" if "pickle" in str(e) else str(e)
-        raise Malformed(f"{path}.file", f"unreadable .npy: {msg}") from None
-    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fi":
-        raise Malformed(f"{path}.file", "not a numeric .npy array")
     return a
 
 

@@ -169,12 +169,7 @@ def max_row_bound(inst, route, row_bound):
 
 def enclose_all(inst, rows=None, route="fast", dec=None):
     """(idx, m, rho) of the requested rows; with a Decoder dec, (idx, fl(m G), rho + its error) block by block."""
-    parts = [(i, m, r) if dec is None else (i, *_decoded(dec, m, r)) for i, m, r in enclose(inst, rows, route)]
+    parts = [(i, m, r) if dec is None else (i, *dec.apply(m, r)) for i, m, r in enclose(inst, rows, route)]
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N if dec is None else dec.M)), np.zeros(0)
     return tuple(np.concatenate(c) for c in zip(*parts))
-
-
-def _decoded(dec, m, rho):
-    T, err = dec.apply(m)
-    return T, inflate(rho + err, 2)

@@ -85,20 +85,13 @@ def _ball(claim, d, beta, L, K, cell, mode, name):
     if claim.bound > M:
         raise Rejected(f"{name}/size", f"(2K+1)^d = {M} messages vs claimed bound {claim.bound}")
     own = (_gauss_sum(1, lo, hi) / theta_sum(1)) ** d
-    det = {"messages": M, "own_cell_mass_lower": arb_down(own)}
     if mode == "tokens":
         nu = (-(arb_of(beta) - d * reach * reach) / 2).exp()
         own = own / (2 - (1 - nu) * own)
-        b, c = arb_of(beta), math.isqrt(int(beta / d))
-        top = (b / 2 + d * theta_sum(1).log()).exp() + (2 * math.isqrt(int(beta)) + 1) ** d
-        ln10 = flint.arb(10).log()
-        det.update(log10_tokens_lower=arb_down(b / 2 / ln10 + d * _gauss_sum(1, -c, c).log() / ln10),
-                   log10_tokens_upper=arb_up(top.log() / ln10))
     margin = 2 * own - 1
     if not arb_to_fraction_lower(margin) > claim.eps:
         raise Rejected(f"{name}/margin", f"certified margin >= {arb_down(margin):.6g} is not > eps = {claim.eps}")
-    det["certified_min_margin"] = arb_down(margin)
-    return det
+    return {"messages": M, "certified_min_margin": arb_down(margin)}
 
 
 def check(instance, claim, witness):
@@ -123,14 +116,7 @@ def check(instance, claim, witness):
             if not isinstance(w["cell"], list) or len(w["cell"]) != 2:
                 raise Malformed("$.witness.cell", "expected [lo, hi] cell offsets")
             cell = [parse_int(v, f"$.witness.cell[{i}]", -10 ** 6, 10 ** 6) for i, v in enumerate(w["cell"])]
-            det = _ball(claim, d, beta, L, K, cell, mode, name)
-            if con == "ball":
-                return det, str(beta)
-            rho = arb_of(beta).sqrt()
-            lk = L * K * flint.arb(d).sqrt()
-            det.update(visible_dimension=d if K >= 1 and beta >= 1 else None,
-                       Gamma_lower=arb_down(lk * math.isqrt(int(beta))), Gamma_upper=arb_up(lk * rho))
-            return det, str(2 * beta)
+            return _ball(claim, d, beta, L, K, cell, mode, name), str(beta if con == "ball" else 2 * beta)
         if con != "sphere":
             raise Unsupported(f"lattice construction {con!r} (this checker reads ball, sphere, interaction)")
         obj(x, "$.instance", ["construction", "d", "mu", "radius_squared"])

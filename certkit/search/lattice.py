@@ -17,7 +17,7 @@ import flint
 import numpy as np
 
 from ..head import Head
-from ..kernel import FORMAT, KINDS, lattice_count
+from ..kernel import FORMAT, KINDS, arb_down, arb_of, arb_up, lattice_count, theta_sum
 from ..numbers import numeral, tag
 from . import writer
 
@@ -77,6 +77,28 @@ def interaction_certificate(path, r, rho2, L, K, eps, cell=None, provenance=None
     inst = {"construction": "interaction", "r": str(r), "rho_squared": numeral(Fraction(rho2)),
             "spacing": str(L), "half_width": str(K)}
     return _write(path, inst, {"cell": [str(c) for c in cell]}, (2 * K + 1) ** r, eps, provenance)
+
+
+def log10_tokens(d, beta):
+    """Proven bounds (lo, hi) of log10 of the ball construction's token count in mode tokens,
+    sum_{u in T} ceil(e^{(beta - |u|^2)/2}), T = {u in Z^d : |u|^2 <= beta}: the box |u_i| <= c =
+    isqrt(beta/d) lies in T, so the count is >= e^{beta/2} (sum_{|n|<=min(c,60)} e^{-n^2/2})^d; and it is
+    <= e^{beta/2} theta_1^d + |T| with |T| <= (2 isqrt(beta) + 1)^d.  Arb; reported, not decided on."""
+    beta = Fraction(beta)
+    with flint.ctx.workprec(192):
+        b, ln10 = arb_of(beta), flint.arb(10).log()
+        c = min(math.isqrt(int(beta / d)), 60)
+        box = sum((flint.arb(-n * n).exp().sqrt() for n in range(-c, c + 1)), flint.arb(0))
+        top = (b / 2 + d * theta_sum(1).log()).exp() + (2 * math.isqrt(int(beta)) + 1) ** d
+        return arb_down(b / 2 / ln10 + d * box.log() / ln10), arb_up(top.log() / ln10)
+
+
+def interaction_gamma(r, rho2, L, K):
+    """Proven bounds (lo, hi) of L K sqrt(r) rho (rho^2 = rho2), the scale of the interaction construction's
+    logits (the x of its scaling law); lo uses isqrt(rho2) <= rho.  Arb; reported, not decided on."""
+    with flint.ctx.workprec(192):
+        lk = L * K * flint.arb(r).sqrt()
+        return arb_down(lk * math.isqrt(int(Fraction(rho2)))), arb_up(lk * arb_of(Fraction(rho2)).sqrt())
 
 
 def sphere_certificate(path, d, mu, R2, eps, provenance=None, bound=None):
