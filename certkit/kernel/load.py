@@ -255,10 +255,8 @@ def _pair(x, key, path, hint):
 
 def beta(x, path):
     if isinstance(x, str):
-        v = parse_numeral(x, path)
-        lo = hi = v
-        ball = arb_of(v)
-        text = str(v)
+        lo = hi = parse_numeral(x, path)
+        ball, text = arb_of(lo), str(lo)
     elif isinstance(x, dict) and "interval" in x:
         lo, hi = _pair(x, "interval", path, "expected [lo, hi]")
         if lo > hi:

@@ -37,38 +37,28 @@ class _Prepared:
     """Per-instance quantities shared by all row blocks of the fast route."""
 
     def __init__(self, inst):
-        self.inst = inst
-        kept = inst.kept
-        self.kept = kept
-        K = inst.K if kept is None else inst.K[kept]
-        self.Kt = np.ascontiguousarray(K.T)
-        self.Nk = K.shape[0]
-        self.cols = np.arange(inst.N) if kept is None else kept          # original index of each kept column
-        d = inst.Q.shape[1]
-        self.d = d
+        self.inst, self.kept = inst, inst.kept
+        K = inst.K if self.kept is None else inst.K[self.kept]
+        self.Kt, self.Nk, self.d = np.ascontiguousarray(K.T), K.shape[0], inst.Q.shape[1]
+        self.cols = np.arange(inst.N) if self.kept is None else self.kept     # original index of each kept column
+        d = self.d
         # norms rounded up; inflate's absolute term also covers squares that underflow
         self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * d))), 2)
         self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * d)), 2)
         self.b_mid = self.b_rad = self.logw = None         # logw: Arb balls of log w_j
         self.bmax = 0.0
-        if inst.weights is not None:
-            w = inst.weights if kept is None else inst.weights[kept]
-            mids, rad = np.empty(len(w)), 0.0
+        if inst.weights is not None:                       # then kept is not None
             with flint.ctx.workprec(120):
-                self.logw = [flint.arb(wj).log() for wj in w.tolist()]
-                for j, L in enumerate(self.logw):
-                    mids[j] = float(L.mid())
-                    rad = max(rad, arb_up(abs(L - flint.arb(mids[j]))))
-            self.b_mid, self.b_rad = mids, rad
-            self.bmax = inflate(float(np.max(np.abs(mids))) + rad, 2)
+                self.logw = [flint.arb(wj).log() for wj in inst.weights[self.kept].tolist()]
+                self.b_mid = np.array([float(L.mid()) for L in self.logw])
+                self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(self.logw, self.b_mid.tolist()))
+            self.bmax = inflate(float(np.max(np.abs(self.b_mid))) + self.b_rad, 2)
         self.rho_sm = rho_softmax(self.Nk)
         self.g_d = gamma(d + 2)
 
     def bias_rows(self, idx):
-        bias = self.inst.bias
-        if bias is None:
-            return None
-        return bias[idx] if self.kept is None else bias[np.ix_(idx, self.kept)]
+        b = self.inst.bias
+        return None if b is None else b[idx] if self.kept is None else b[np.ix_(idx, self.kept)]
 
     def delta(self, idx, biasmax):
         """A-priori bound on |fl-logit - true logit - (row constant)| for rows idx."""

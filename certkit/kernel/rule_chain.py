@@ -71,23 +71,18 @@ def _complement(X, EX, P, EP, F):
 
 def read_witness(w, d, base_dir):
     w = obj(w, "$.witness", [], FIELDS)
-    get = lambda f, shape: array(w[f], f"$.witness.{f}", base_dir, shape) if f in w else None
-    W = get("basis", (d, None))
-    r = 0 if W is None else W.shape[1]
-    c, e = get("query_centre", (r,)), get("key_centre", (r,))
-    if (W is None) != (c is None) or (W is None) != (e is None):
+    if len({f in w for f in FIELDS[:3]}) > 1:
         raise Malformed("$.witness", "basis, query_centre and key_centre go together")
-    E = get("residual_basis", (d, None))
-    c1 = get("residual_query_centre", (0 if E is None else E.shape[1],))
-    if (E is None) != (c1 is None):
+    if ("residual_basis" in w) != ("residual_query_centre" in w):
         raise Malformed("$.witness", "residual_basis and residual_query_centre go together")
-    c2 = get("complement_query_centre", (d,))
-    z = np.zeros((d, 0))
-    W, E = (z if W is None else W), (z if E is None else E)
+    get = lambda f, shape, absent: array(w[f], f"$.witness.{f}", base_dir, shape) if f in w else absent
+    W = get("basis", (d, None), np.zeros((d, 0)))
+    c, e = get("query_centre", (W.shape[1],), np.zeros(0)), get("key_centre", (W.shape[1],), np.zeros(0))
+    E = get("residual_basis", (d, None), np.zeros((d, 0)))
+    c1, c2 = get("residual_query_centre", (E.shape[1],), np.zeros(0)), get("complement_query_centre", (d,), np.zeros(d))
     if W.shape[1] + E.shape[1] > d:
         raise Malformed("$.witness", f"basis and residual_basis have {W.shape[1] + E.shape[1]} > d = {d} columns")
-    return (W, np.zeros(0) if c is None else c, np.zeros(0) if e is None else e, E,
-            np.zeros(0) if c1 is None else c1, np.zeros(d) if c2 is None else c2)
+    return W, c, e, E, c1, c2
 
 
 def geometry(inst, W, c, e, E, c1, c2):

@@ -656,7 +656,7 @@ def build_malformed(made):
     chain_k = load(made["keyonly-n32-chain"])
     case("chain-basis-without-centres", "$.witness: basis, query_centre and key_centre go together",
          mod(chain, lambda d: d["witness"].pop("key_centre")))
-    case("chain-centres-without-basis", "$.witness.query_centre: shape 1 where 0 is required",
+    case("chain-centres-without-basis", "$.witness: basis, query_centre and key_centre go together",
          mod(chain, lambda d: d["witness"].pop("basis")))
     case("chain-residual-without-centre", "$.witness: residual_basis and residual_query_centre go together",
          mod(chain, lambda d: d["witness"].__setitem__("residual_basis", [["0x1.0p+0"]])))
