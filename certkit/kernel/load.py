@@ -101,13 +101,10 @@ def header(doc, kinds):
     if major != VERSION[0] or minor > VERSION[1]:
         raise Unsupported(f"format version {v} (this checker reads {VERSION[0]}.0 to "
                           f"{VERSION[0]}.{VERSION[1]})")
-    kind = doc.get("kind")
-    if not isinstance(kind, str):
-        raise Malformed("$.kind", f"expected a string, got {kind!r:.60}")
+    kind = string(doc.get("kind"), "$.kind")
     if kind not in kinds:
         raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(kinds)})")
-    obj(doc, "$", ["format", "version", "kind", "claim", "instance", "witness", "assumptions"],
-        ["provenance"])
+    obj(doc, "$", ["format", "version", "kind", "claim", "instance", "witness", "assumptions"], ["provenance"])
     if "provenance" in doc and not isinstance(doc["provenance"], dict):
         raise Malformed("$.provenance", f"expected an object, got {type(doc['provenance']).__name__}")
     return kind
@@ -177,12 +174,10 @@ def _inline(x, path, kind):
                 raise Malformed(p, f"expected an integer index, got {v!r}")
             return int(q)
         return exact_float(q, p)
-    flat = walk(x, path, 1)
     try:
-        a = np.array(flat, dtype=np.int64 if kind == "int" else np.float64)
+        return np.array(walk(x, path, 1), dtype=np.int64 if kind == "int" else np.float64)
     except ValueError:
         raise Malformed(path, "ragged inline array (rows of different lengths)") from None
-    return a
 
 
 def _sidecar(x, path, base_dir, kind):

@@ -59,14 +59,13 @@ def _diameter_up(P, E):
     return float(inflate(best + 2 * float(np.max(_norms_up(E, 0))), 2))
 
 
-def _complement(X, EX, P, EP, F):
-    """Rows of X (I - F F^T) with P = fl(X F) (error EP): (Y, E), E >= |Y - exact| entrywise."""
+def _complement(X, P, EP, F):
+    """Rows of X (I - F F^T), X exact, P = fl(X F) with error EP: (Y, E), E >= |Y - exact| entrywise."""
     if F.shape[1] == 0:
         return X, np.zeros_like(X)
     Z, EZ = _prod(P, F.T)
-    EZ = inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2)
     Y = X - Z
-    return Y, inflate(EZ + EX + 2 * U * np.abs(Y), 3)
+    return Y, inflate(inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2) + 2 * U * np.abs(Y), 3)
 
 
 def read_witness(w, d, base_dir):
@@ -96,8 +95,8 @@ def geometry(inst, W, c, e, E, c1, c2):
     g = {"r": r, "rho_Q": _radius_up(Pq[:, :r], EPq[:, :r], c), "rho_K": _radius_up(Pk[:, :r], EPk[:, :r], e)}
     delta = [_radius_up(Pq[:, r:], EPq[:, r:], c1)] if E.shape[1] else []
     omega = [_diameter_up(Pk[:, r:], EPk[:, r:])] if E.shape[1] else []
-    Mq, EMq = _complement(Q, np.zeros_like(Q), Pq, EPq, F)
-    Mk, EMk = _complement(K, np.zeros_like(K), Pk, EPk, F)
+    Mq, EMq = _complement(Q, Pq, EPq, F)
+    Mk, EMk = _complement(K, Pk, EPk, F)
     delta.append(_radius_up(Mq, EMq, c2))
     omega.append(_diameter_up(Mk, EMk))
     ortho = 0.0

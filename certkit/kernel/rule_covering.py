@@ -30,11 +30,10 @@ def check(inst, claim, witness, base_dir, route):
         raise Malformed(f"$.witness.assignment[{i}]", f"row {int(sig[i])} is not a representative")
     if len(R) > claim.bound:
         raise Rejected("upper-covering/size", f"{len(R)} representatives vs claimed bound {claim.bound}")
-    ridx, rm, rrho = enclose_all(inst, Rset, route)
-    pos = {int(r): t for t, r in enumerate(ridx.tolist())}
+    ridx, rm, rrho = enclose_all(inst, Rset, route)             # ridx = Rset, sorted
 
     def row_bound(idx, m, rho):
-        t = np.array([pos[int(s)] for s in sig[idx]])
+        t = np.searchsorted(ridx, sig[idx])
         if route == "arb":
             with flint.ctx.workprec(192):
                 return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(rm[t].tolist()), inflate(rho + rrho[t], 1))

@@ -30,14 +30,10 @@ def check(inst, claim, witness, base_dir, route):
     M = claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
-    if M <= 1:
-        sig_hi = np.zeros(0)
-    else:
-        try:
-            _, sig_hi = singular_value_bounds(C)
-        except (ArithmeticError, np.linalg.LinAlgError) as ex:
-            raise Rejected("lower-frobenius-tail/svd", str(ex)) from None
-        sig_hi = sig_hi[:M - 1]
+    try:
+        sig_hi = singular_value_bounds(C)[1][:M - 1] if M > 1 else np.zeros(0)
+    except (ArithmeticError, np.linalg.LinAlgError) as ex:
+        raise Rejected("lower-frobenius-tail/svd", str(ex)) from None
     fro2 = finite(np.sum(C * C), "lower-frobenius-tail/norm")
     finite(sig_hi, "lower-frobenius-tail/svd")
     # squares that underflow lose at most eta/2 each

@@ -17,7 +17,8 @@ class Malformed(Exception):
 
 
 class Unsupported(Exception):
-    """A well-formed document this checker does not read (version, kind)."""
+    """A well-formed document this checker does not read (version, kind) or, with a message starting
+    "resource limit", cannot decide within its limits (memory, time)."""
 
 
 class Rejected(Exception):
