@@ -1,0 +1,140 @@
+"""Benchmark: the verify route auto (the default) against the fast route, side by side in one run.
+
+    python benchmarks/bench_auto_route.py [--repeats 5] [--sizes 32 64 128 256 316]
+
+1. Claims that already pass: every committed certificate under data/certificates and
+   tests/golden/valid, checked by route fast and route auto in alternating order (ABBA), medians
+   per file; the ratio auto/fast (auto takes the fast route first, so it should be 1).
+2. Rescued claims: upper-factorization (truncated SVD factors) and upper-covering certificates on
+   Gaussian heads with n = N in --sizes (n N <= 10^5), plus a "cancelling" head whose queries and
+   keys have entries near 2^30 that cancel in q.k, with eps placed a relative 2^-40, 2^-30, 2^-20
+   or 2^-10 above the exact max row error (an independent Arb reference at 256 bits,
+   tests/arb_reference.py); how many each route VERIFIES, and auto's time.  The same claims
+   placed 2^-40 *below* the exact value must be REJECTED by every route.
+"""
+import argparse
+import glob
+import os
+import statistics
+import sys
+import tempfile
+import time
+from fractions import Fraction
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+import flint  # noqa: E402
+
+import certkit  # noqa: E402
+from certkit.kernel import check  # noqa: E402
+from certkit.search import basic, writer  # noqa: E402
+from arb_reference import attention_rows, factor_row_errors, eps_near, truncated_svd  # noqa: E402
+
+RELS = (2.0 ** -40, 2.0 ** -30, 2.0 ** -20, 2.0 ** -10)
+
+
+def passing(repeats):
+    files = sorted(glob.glob(os.path.join(ROOT, "data", "certificates", "*.json"))
+                   + glob.glob(os.path.join(ROOT, "tests", "golden", "valid", "*.json")))
+    ratios, tf, ta = [], [], []
+    for f in files:
+        t = {"fast": [], "auto": []}
+        for r in range(repeats):
+            for route in (("fast", "auto") if r % 2 == 0 else ("auto", "fast")):
+                s = time.perf_counter()
+                v = check(f, route)
+                t[route].append(time.perf_counter() - s)
+                assert v.status == "VERIFIED", (f, route, v.line())
+        f_med, a_med = statistics.median(t["fast"]), statistics.median(t["auto"])
+        tf.append(f_med)
+        ta.append(a_med)
+        ratios.append(a_med / f_med)
+    print(f"1. claims that pass: {len(files)} certificates x {repeats} repeats (ABBA)")
+    print(f"   total of medians: fast {sum(tf):.3f} s, auto {sum(ta):.3f} s, ratio {sum(ta) / sum(tf):.3f}")
+    print(f"   per-file ratio auto/fast: median {statistics.median(ratios):.3f}, "
+          f"min {min(ratios):.3f}, max {max(ratios):.3f}")
+
+
+def cancelling(n, rng):
+    a, b = np.zeros(8), np.zeros(8)
+    a[:2], b[:2] = (1, 1), (1, -1)
+    return (2.0 ** 30 * a + rng.standard_normal((n, 8)) * 2.0 ** -10,
+            2.0 ** 30 * b + rng.standard_normal((n, 8)) * 2.0 ** -10, Fraction(1, 2 ** 20))
+
+
+def heads(sizes):
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        yield f"gauss-n{n}", rng.standard_normal((n, 16)) * 0.5, rng.standard_normal((n, 16)) * 0.5, Fraction(1)
+    yield "cancelling-n64", *cancelling(64, rng)
+
+
+def claims(Q, K, beta):
+    """(kind, bound, witness, exact row-error balls) of an upper-factorization and an upper-covering claim."""
+    head = certkit.Head.from_arrays(Q, K, beta)
+    A = head.attention()
+    rows = attention_rows(Q, K, beta)
+    out = []
+    s = np.linalg.svd(A, compute_uv=False)
+    k = max(1, int(np.searchsorted(-s, -s[0] * 1e-2)))          # a rank with a visible error
+    U, V = truncated_svd(A, k)
+    out.append(("upper-factorization", k, {"U": (U, "float"), "V": (V, "float")}, factor_row_errors(rows, U, V)))
+    reps, sigma = basic.greedy_cover(A, 0.5)
+    with flint.ctx.workprec(256):
+        err = [sum((abs(a - b) for a, b in zip(rows[i], rows[t])), flint.arb(0)) for i, t in enumerate(sigma)]
+    if max(float(e.mid()) for e in err) > 0:
+        out.append(("upper-covering", len(reps), {"representatives": (reps, "int"), "assignment": (sigma, "int")}, err))
+    return head, out
+
+
+def rescued(sizes):
+    print("2. claims a relative distance above (+) or below (-) the exact max row error")
+    print("| head | kind | n N | exact error | " + " | ".join(f"+2^{int(np.log2(r))}: fast / auto" for r in RELS)
+          + " | auto s at +2^-40 | -2^-40: fast / arb / auto |")
+    print("|---" * (5 + len(RELS) + 1) + "|")
+    totals = {r: [0, 0] for r in RELS}
+    wrong = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, Q, K, beta in heads(sizes):
+            head, found = claims(Q, K, beta)
+            for kind, bound, wit, err in found:
+                cells, t_auto = [], None
+                exact = max(float(e.mid()) for e in err)
+                for rel in RELS:
+                    if exact * rel < 2.0 ** -60:          # below what a float64 enclosure can resolve
+                        cells.append("-")
+                        continue
+                    p = writer.certificate(os.path.join(tmp, "c.json"), kind, bound, eps_near(err, rel), head, wit)
+                    vf = check(p, "fast")
+                    s = time.perf_counter()
+                    va = check(p, "auto")
+                    if rel == RELS[0]:
+                        t_auto = time.perf_counter() - s
+                    ok = (vf.status == "VERIFIED", va.status == "VERIFIED")
+                    totals[rel][0] += ok[0]
+                    totals[rel][1] += ok[1]
+                    cells.append(" / ".join("V" if x else "R" for x in ok))
+                p = writer.certificate(os.path.join(tmp, "c.json"), kind, bound, eps_near(err, -RELS[0]), head, wit)
+                below = [check(p, r).status for r in ("fast", "arb", "auto")]
+                wrong += sum(b != "REJECTED" for b in below)
+                print(f"| {name} | {kind} | {head.n * head.N} | {exact:.3g} | " + " | ".join(cells)
+                      + f" | {'-' if t_auto is None else f'{t_auto:.2f}'} | {' / '.join(b[0] for b in below)} |")
+    print("   verified (fast / auto): " + ", ".join(f"+2^{int(np.log2(r))}: {a} / {b}" for r, (a, b) in totals.items()))
+    print(f"   false claims 2^-40 below the exact value accepted by any route: {wrong}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[32, 64, 128, 256, 316])
+    a = ap.parse_args()
+    passing(a.repeats)
+    rescued(a.sizes)
+
+
+if __name__ == "__main__":
+    main()
