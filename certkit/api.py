@@ -172,20 +172,25 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
 
 
-def verify(target, route="fast"):
+def verify(target, route="fast", *, time_limit=None, jobs=1):
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
     temporary folder and checked there), a folder (a list: every certificate under it, sorted) or
-    a list of any of these.  route "arb" re-checks with Arb ball arithmetic (slow)."""
+    a list of any of these.  route "arb" re-checks with Arb ball arithmetic (slow).  time_limit:
+    seconds per certificate, beyond which it is UNSUPPORTED "resource limit" (SIGALRM: call from the
+    main thread).  jobs: a folder's certificates are checked in that many worker processes (the
+    list keeps the sorted order; a script then needs the `if __name__ == "__main__":` guard of
+    Python's "spawn" start method)."""
     if isinstance(target, Certificate):
         with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-            return check(target.save(os.path.join(tmp, "certificate.json")), route)
+            return check(target.save(os.path.join(tmp, "certificate.json")), route, time_limit)
     if isinstance(target, (list, tuple)):
-        return [verify(t, route) for t in target]
+        return [verify(t, route, time_limit=time_limit, jobs=jobs) for t in target]
     path = os.fspath(target)
     if os.path.isdir(path):
-        return [check(p, route) for p in certificates_under(path)[0]]
-    return check(path, route)
+        from .batch import check_verdict, ordered
+        return list(ordered(check_verdict, certificates_under(path)[0], (route, time_limit), jobs))
+    return check(path, route, time_limit)
 
 
 def certificates_under(folder):

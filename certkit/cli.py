@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from . import __version__
-from .errors import CANT_CREATE, INTERRUPTED, USAGE, InputError, UserError
+from .errors import CANT_CREATE, INTERRUPTED, USAGE, InputError, OutputError, UserError
 
 INTERNAL = 4       # the kernel's INTERNAL-ERROR code: a bug, never a verdict
 UNAVAILABLE = 69   # EX_UNAVAILABLE: the command needs an optional extra that is not installed
@@ -131,77 +131,114 @@ def _collect(args, tmp):
     return items, skipped
 
 
-def _header(item):
-    """(kind, relation, bound, eps) from the certificate's header, None each when it cannot be read."""
-    from .kernel import kind_and_claim, read_json
-    try:
-        doc = item.doc if item.doc is not None else read_json(item.path)[0]
-        kind, c = kind_and_claim(doc)
-        return kind.name, c.relation, int(c.bound), str(c.eps)
-    except Exception:                 # MALFORMED / UNSUPPORTED header: the verdict says why
-        return None, None, None, None
+def _json_item(record, first):
+    """One object of the --json array as json.dump(list, indent=1) prints it, for streaming."""
+    return ("[\n" if first else ",\n") + "\n".join(" " + line for line in json.dumps(record, indent=1).splitlines())
 
 
-def _sha256(path):
-    """sha256 of a file's bytes (for a file the kernel could not parse), None if unreadable."""
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
-
-
-def _plain(x):
-    """x as plain JSON values (Fractions and other exact numbers as strings)."""
-    return json.loads(json.dumps(x, default=str))
+def _print_result(args, item, rec, first, logged):
+    """A result on stdout (a text line, or an object of the --json array) and, unless VERIFIED, a
+    note on stderr with the time of the check ("logged": taken from the --log by --resume)."""
+    if rec["status"] != "VERIFIED":
+        when = "logged" if logged else f"{rec['seconds']:.2f} s"
+        print(f"{item.label}: {rec['status'].lower()} ({when})", file=sys.stderr)
+    if args.json:
+        print(_json_item(rec, first), end="")
+    elif not args.quiet:
+        print(f"{rec['status']:<11} {rec['message']}  ({item.short})")
 
 
 def _verify(args):
-    from .kernel import EXIT, check
-    code = 0
-    results, statuses = [], []
-    with tempfile.TemporaryDirectory(prefix="certkit-stdin-") as tmp:
-        items, skipped = _collect(args, tmp)
-        if args.manifest:
-            for line in _check_manifest(args.manifest):
-                code = EXIT["MALFORMED"]
-                if args.json:
-                    results.append({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
-                                    "kind": None, "relation": None, "bound": None, "eps": None,
-                                    "message": line, "sha256": None, "seconds": 0.0, "details": {}})
-                else:
-                    print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
-        tty = sys.stderr.isatty() and len(items) > 1 and not args.quiet
-        t0 = time.perf_counter()
-        for i, it in enumerate(items, 1):
-            if tty:
-                print(f"\r[{i}/{len(items)}] {it.short[-50:]:<50}", end="", file=sys.stderr, flush=True)
-            t = time.perf_counter()
-            v = check(it.path, route=args.route)
-            dt = time.perf_counter() - t
-            message = v.message.replace(tmp + os.sep, "").replace(tmp, "<stdin>") if it.label == "-" else v.message
-            if tty:
-                print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
-            if v.status != "VERIFIED":
-                print(f"{it.label}: {v.status.lower()} ({dt:.2f} s)", file=sys.stderr)
-            if args.json:
-                kind, relation, bound, eps = _header(it)
-                results.append({"file": it.label, "status": v.status, "exit_code": v.exit_code, "kind": kind,
-                                "relation": relation, "bound": bound, "eps": eps, "message": message,
-                                "sha256": v.details.get("sha256") or _sha256(it.path), "seconds": round(dt, 4),
-                                "details": _plain(v.details)})
-            elif not args.quiet:
-                print(f"{v.status:<11} {message}  ({it.short})")
-            statuses.append(v.status)
-            code = max(code, v.exit_code)
+    """certkit verify: the results in input order (checked here or in --jobs worker processes, or
+    taken from the --log by --resume), the --log and --summary files; returns the exit status."""
+    from collections import Counter
+    from contextlib import closing
+    from .batch import Log, Progress, Task, WorkerDied, records, write_summary
+    from .kernel import EXIT
+    if args.resume and not args.log:
+        raise UserError("--resume needs --log FILE: the log of the run to resume")
+    if args.summary:
+        folder = os.path.dirname(os.path.abspath(args.summary))
+        if os.path.isdir(args.summary) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise OutputError(f"--summary {args.summary}: cannot write there")
+    code, counts, resumed, first = 0, Counter(), 0, True
+    log = Log(args.log) if args.log else None
+    t0 = time.perf_counter()
+    items, skipped = [], 0
+    if log is not None:
+        if args.resume:
+            log.index()
+            if log.ignored and not args.quiet:
+                print(f"certkit verify: note: {log.ignored} incomplete line(s) of {args.log} ignored "
+                      f"(a run killed while writing); their files are checked again", file=sys.stderr)
+        log.open()
+    try:
+        with tempfile.TemporaryDirectory(prefix="certkit-stdin-") as tmp:
+            items, skipped = _collect(args, tmp)
+            if args.manifest:
+                for line in _check_manifest(args.manifest):
+                    code = EXIT["MALFORMED"]
+                    if args.json:
+                        print(_json_item({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
+                                          "kind": None, "relation": None, "bound": None, "eps": None,
+                                          "message": line, "sha256": None, "seconds": 0.0, "details": {}}, first), end="")
+                        first = False
+                    else:
+                        print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
+            # (item, byte offset of its record in the log: taken from there, or None: checked now)
+            plan = [(it, log.find(it.label, it.path) if args.resume else None) for it in items]
+            t0 = time.perf_counter()
+            tasks = (Task(it.label, it.path, tmp if it.label == "-" else "") for it, offset in plan if offset is None)
+            to_check = sum(offset is None for _, offset in plan)
+            jobs = min(args.jobs, to_check)
+            bar = Progress(len(plan), to_check) if sys.stderr.isatty() and len(plan) > 1 and not args.quiet else None
+            lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
+            checked = records(tasks, args.route, args.time_limit, jobs, full=args.json or log is not None,
+                              done=log.write if log is not None else None)
+            with closing(checked):
+                for i, (it, offset) in enumerate(plan):
+                    if bar:
+                        bar.draw(i, i - resumed, it.short[-50:])
+                    rec = next(checked) if offset is None else log.read(offset)
+                    resumed += offset is not None
+                    if bar and (lines_on_tty or rec["status"] != "VERIFIED"):
+                        bar.clear()
+                    _print_result(args, it, rec, first, logged=offset is not None)
+                    first = first and not args.json
+                    counts[rec["status"]] += 1
+                    code = max(code, rec["exit_code"])
+                if bar:
+                    bar.clear()
+    except (KeyboardInterrupt, WorkerDied) as e:
+        stop = INTERRUPTED if isinstance(e, KeyboardInterrupt) else INTERNAL
+        if args.summary:
+            write_summary(args.summary, _summary(counts, len(items), resumed, t0, stop))
+        kept = f"; {log.written} files finished by this run are logged in {args.log} (rerun with --resume)" \
+            if log is not None else ""
+        print("\ncertkit verify: interrupted" if stop == INTERRUPTED else f"certkit verify: error: {e}",
+              kept, sep="", file=sys.stderr)
+        return stop
+    finally:
+        if log is not None:
+            log.close()
     if args.json:
-        json.dump(results, sys.stdout, indent=1)
-        print()
-    if (len(items) > 1 or skipped) and not args.quiet:
-        summary = ", ".join(f"{statuses.count(s)} {s}" for s in EXIT if statuses.count(s))
-        print(f"{len(items)} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
+        print("[]" if first else "\n]")
+    n = len(items)
+    if (n > 1 or skipped) and not args.quiet:
+        summary = ", ".join(f"{counts[s]} {s}" for s in EXIT if counts[s])
+        print(f"{n} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
+              + (f" ({resumed} taken from {args.log})" if resumed else "")
               + (f" ({skipped} other .json files skipped)" if skipped else ""), file=sys.stderr)
+    if args.summary:
+        write_summary(args.summary, _summary(counts, n, resumed, t0, code))
     return code
+
+
+def _summary(counts, files, resumed, t0, exit_code):
+    """The --summary object (schema: certkit/format/verify-summary.schema.json)."""
+    from .kernel import EXIT
+    return {"counts": {s: counts[s] for s in EXIT}, "files": files, "resumed": resumed,
+            "seconds": round(time.perf_counter() - t0, 3), "exit_code": exit_code}
 
 
 def _check_manifest(path):
@@ -282,6 +319,19 @@ def _show(args):
 
 # ---------------------------------------------------------------- producers (imported only when run)
 
+def _positive(kind):
+    """An argparse type: a number of that kind > 0 (else a usage error, exit 64)."""
+    def parse(text):
+        try:
+            x = kind(text)
+        except ValueError:
+            x = None
+        if x is None or not x > 0 or x == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a positive {'integer' if kind is int else 'number'}, got {text!r}")
+        return x
+    return parse
+
+
 def _verify_arguments(p):
     p.add_argument("certificates", nargs="+", metavar="CERT.json|DIR|-",
                    help="certificate files; a folder (every certkit certificate under it, recursively); "
@@ -290,6 +340,22 @@ def _verify_arguments(p):
                    help="fast: float64 mid-rad with proven error bounds (default); "
                         "arb: Arb ball arithmetic row by row (reference; slow for large heads)")
     p.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")
+    p.add_argument("-j", "--jobs", type=_positive(int), default=1, metavar="N",
+                   help="check the files in N worker processes (default 1: in this process); the output is "
+                        "the same, in the same order")
+    p.add_argument("--time-limit", type=_positive(float), metavar="SECONDS",
+                   help="per file: a check not decided within SECONDS is UNSUPPORTED 'resource limit' (exit 3)")
+    p.add_argument("--log", metavar="FILE",
+                   help="append to FILE (created if missing, never truncated) one JSON line per checked file, "
+                        "the fields of a --json object, flushed as each verdict lands: an interrupted run loses "
+                        "nothing it decided (schema: certkit/format/verify-log.schema.json)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --log FILE: first read FILE and take every file whose path and current sha256 "
+                        "have a record there from it instead of checking it again (a changed file is checked; "
+                        "resume with the same --route and --time-limit)")
+    p.add_argument("--summary", metavar="FILE",
+                   help="at the end (also on Ctrl-C) write a JSON object: counts by status, files, resumed, "
+                        "seconds, exit_code (schema: certkit/format/verify-summary.schema.json)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true",
                      help="machine-readable results on stdout: a JSON array, one object per file "
@@ -348,12 +414,19 @@ COMMANDS = {
         "Arguments: a file is checked whatever it holds. A folder is scanned recursively in sorted order: every "
         "*.json whose JSON has \"format\": \"certkit-certificate\" is checked, other JSON files are skipped with "
         "a note on stderr, and a *.json that is not JSON at all is reported MALFORMED. \"-\" reads one "
-        "certificate from stdin: its sidecars must be inline (a missing sidecar file makes it MALFORMED).",
+        "certificate from stdin: its sidecars must be inline (a missing sidecar file makes it MALFORMED).\n\n"
+        "Many files: --jobs N checks them in N worker processes (same output, same order); --time-limit "
+        "bounds each check; --log FILE appends one JSON line per checked file as its verdict lands, and a "
+        "rerun with --log FILE --resume takes from it every file whose path and bytes are unchanged, so an "
+        "interrupted run (Ctrl-C, a kill) goes on where it stopped; --summary FILE writes the totals as JSON. "
+        "On a terminal, a progress line shows the rate and the time left.",
         "Exit status: 0 all VERIFIED, 1 some REJECTED, 2 some MALFORMED (or a manifest mismatch), "
-        "3 some UNSUPPORTED, 4 internal error (the largest of 0-4 wins); 64 bad usage; 66 a file or folder "
-        "missing, or a folder with no certificate.\n"
+        "3 some UNSUPPORTED (a --time-limit exceeded, too), 4 internal error or a worker process died "
+        "(the largest of 0-4 wins, files taken from the log included); 64 bad usage; 66 a file or folder "
+        "missing, or a folder with no certificate; 73 --log or --summary cannot be written; 130 interrupted.\n"
         "Examples:\n  certkit verify data/certificates/*.json\n  certkit verify --json data/certificates\n"
-        "  cat cert.json | certkit verify --quiet -",
+        "  cat cert.json | certkit verify --quiet -\n"
+        "  certkit verify --jobs 2 --time-limit 60 --log run.jsonl --resume --summary totals.json CERTS/",
         arguments=_verify_arguments),
     "show": Command(
         "print a certificate's canonical claim without checking it",
