@@ -15,7 +15,7 @@ from functools import cached_property
 from fractions import Fraction
 
 from .head import Head
-from .kernel import Verdict, check, read_json
+from .kernel import Verdict, check, read_json, read_regular
 from .numbers import parse_eps, parse_eps_list
 
 __all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
@@ -54,14 +54,13 @@ class Certificate:
     search: dict = field(default_factory=dict)
 
     @classmethod
-    def read(cls, path, route="fast", search=None):
+    def read(cls, path, route="auto", search=None):
         """The certificate at path, with its sidecars, checked by the kernel."""
         doc, _ = read_json(path)
         base = os.path.dirname(os.path.abspath(path))
         sidecars = {}
         for name in _sidecar_names(doc.get("witness", {})) + _sidecar_names(doc.get("instance", {})):
-            with open(os.path.join(base, name), "rb") as f:
-                sidecars[name] = f.read()
+            sidecars[name] = read_regular(os.path.join(base, name), 1 << 32, "$", f"sidecar {name!r}")
         with open(path, "rb") as f:
             raw = f.read()
         return cls(raw, sidecars, check(path, route), dict(search or {}))
@@ -172,11 +171,12 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
 
 
-def verify(target, route="fast", *, time_limit=None, jobs=1):
+def verify(target, route="auto", *, time_limit=None, jobs=1):
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
     temporary folder and checked there), a folder (a list: every certificate under it, sorted) or
-    a list of any of these.  route "arb" re-checks with Arb ball arithmetic (slow).  time_limit:
+    a list of any of these.  route "auto": fast, then Arb where fast rejects (n N <= 2^20); "fast"
+    only; "arb" Arb ball arithmetic throughout (slow).  time_limit:
     seconds per certificate, beyond which it is UNSUPPORTED "resource limit" (SIGALRM: call from the
     main thread).  jobs: a folder's certificates are checked in that many worker processes (the
     list keeps the sorted order; a script then needs the `if __name__ == "__main__":` guard of

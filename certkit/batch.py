@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -43,10 +44,13 @@ class Task:
 
 
 def file_sha256(path):
-    """sha256 of a file's bytes, None if it cannot be read."""
+    """sha256 of a regular file's bytes, None if it cannot be read or is not a regular file (a FIFO
+    is opened without blocking and refused, as the kernel's loader does)."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
     except OSError:

@@ -17,7 +17,6 @@ arguments are added (importing its module) only when that command is the one bei
 `certkit verify` needs only the core install (numpy, python-flint) and starts fast.
 """
 import argparse
-import hashlib
 import importlib
 import json
 import os
@@ -243,6 +242,7 @@ def _summary(counts, files, resumed, t0, exit_code):
 
 def _check_manifest(path):
     """Lines 'sha256  name' (sha256sum format), names relative to the manifest."""
+    from .batch import file_sha256
     bad = []
     base = os.path.dirname(os.path.abspath(path))
     try:
@@ -258,11 +258,9 @@ def _check_manifest(path):
             bad.append(f"{path}:{n}: not a 'sha256  file' line")
             continue
         sha, name = parts[0], parts[1].strip().lstrip("*")
-        try:
-            with open(os.path.join(base, name), "rb") as f:
-                got = hashlib.sha256(f.read()).hexdigest()
-        except OSError as e:
-            bad.append(f"{path}:{n}: {name}: {e.strerror}")
+        got = file_sha256(os.path.join(base, name))
+        if got is None:
+            bad.append(f"{path}:{n}: {name}: missing, unreadable or not a regular file")
             continue
         if got != sha:
             bad.append(f"{path}:{n}: {name}: sha256 {got} does not match the manifest's {sha}")
@@ -336,8 +334,10 @@ def _verify_arguments(p):
     p.add_argument("certificates", nargs="+", metavar="CERT.json|DIR|-",
                    help="certificate files; a folder (every certkit certificate under it, recursively); "
                         "or - for one certificate's JSON on stdin")
-    p.add_argument("--route", choices=("fast", "arb"), default="fast",
-                   help="fast: float64 mid-rad with proven error bounds (default); "
+    p.add_argument("--route", choices=("auto", "fast", "arb"), default="auto",
+                   help="auto (default): the fast route, and where it rejects a head of at most 2^20 "
+                        "entries n*N, the Arb route (VERIFIED iff one of them verifies); "
+                        "fast: float64 mid-rad with proven error bounds only; "
                         "arb: Arb ball arithmetic row by row (reference; slow for large heads)")
     p.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")
     p.add_argument("-j", "--jobs", type=_positive(int), default=1, metavar="N",

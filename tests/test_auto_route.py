@@ -76,3 +76,15 @@ def test_auto_rescues_a_covering_claim(tmp_path):
         writer.certificate(path, "upper-covering", len(reps), eps_near(errors, rel), head,
                            {"representatives": (reps, "int"), "assignment": (sigma, "int")})
         assert (check(path, "fast").status, check(path, "auto").status) == ("REJECTED", want), rel
+
+
+def test_cli_and_api_default_to_auto(tmp_path):
+    import subprocess
+    import sys
+    path = claim_file(tmp_path, gaussian, 2.0 ** -40)
+    assert certkit.verify(path).status == "VERIFIED"
+    assert certkit.verify(path, route="fast").status == "REJECTED"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "certkit", "verify", *a, path], capture_output=True,
+                                    text=True, timeout=300)
+    assert run().returncode == 0 and run("--route", "fast").returncode == 1
+    assert "enclosure=softmax-enclosure(arb balls)" in run().stdout

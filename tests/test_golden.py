@@ -145,3 +145,17 @@ def test_inline_limit_is_enforced_while_parsing(tmp_path):
     v = check(str(p))
     assert v.status == "MALFORMED", v.line()
     assert "$.instance.queries: inline array of more than 1048576 entries" in v.message, v.line()
+
+
+def test_fifo_certificate_with_json_and_manifest_does_not_hang(filesystem_cases, tmp_path):
+    """--json hashes a file the kernel could not parse, and --manifest hashes the files it names:
+    neither may block on a FIFO."""
+    fifo = filesystem_cases["fifo-certificate"][0]
+    p = subprocess.run([sys.executable, "-m", "certkit", "verify", "--json", fifo],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and json.loads(p.stdout)[0]["sha256"] is None, (p.stdout, p.stderr)
+    manifest = tmp_path / "MANIFEST.sha256"
+    manifest.write_text("0" * 64 + "  " + fifo + "\n")
+    p = subprocess.run([sys.executable, "-m", "certkit", "verify", "--manifest", str(manifest),
+                        path_of("valid/gauss-n24-factor.json")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "not a regular file" in p.stdout, (p.stdout, p.stderr)

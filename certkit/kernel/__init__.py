@@ -5,7 +5,7 @@ from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import (U, ETA, gamma, inflate, sum_up, arb_of, arb_up, arb_down,
                  arb_to_fraction_lower, arb_to_fraction_upper)
 from .kinds import KINDS, Kind
-from .load import read_json, instance, make_instance, array, Instance, Claim, FORMAT, VERSION
+from .load import read_json, read_regular, instance, make_instance, array, Instance, Claim, FORMAT, VERSION
 from .numerals import parse_numeral, exact_float
 from .rows import enclose_all
 from .rule_chain import enclosures as chain_enclosures, read_witness as chain_witness, chain, geometry as chain_geometry
