@@ -22,8 +22,10 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -129,6 +131,11 @@ def ordered(function, items, args=(), jobs=1, done=None):
     items = iter(items)
     pending = collections.deque()     # [item, future, arrived, result], oldest first: at most WINDOW * jobs
     finished = False
+    # Ctrl-C only sets a flag, acted on between pool operations: a KeyboardInterrupt raised inside the
+    # executor's own locking (submit, wait) could leave it unable to shut down, and the process hanging
+    interrupted = []
+    main = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True)) if main else None
     with single_threaded_children():
         pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker)
 
@@ -138,8 +145,10 @@ def ordered(function, items, args=(), jobs=1, done=None):
         try:
             submit(WINDOW * jobs)
             while pending:
+                if interrupted:
+                    raise KeyboardInterrupt
                 if not pending[0][1].done():
-                    cf.wait([e[1] for e in pending if not e[2]], return_when=cf.FIRST_COMPLETED)
+                    cf.wait([e[1] for e in pending if not e[2]], timeout=0.2, return_when=cf.FIRST_COMPLETED)
                 for entry in pending:
                     if not entry[2] and entry[1].done():
                         try:
@@ -150,12 +159,16 @@ def ordered(function, items, args=(), jobs=1, done=None):
                                              f"while checking one of: {names}") from None
                         entry[2] = True
                         done(entry[3])
-                while pending and pending[0][2]:
+                while pending and pending[0][2] and not interrupted:
                     result = pending.popleft()[3]
                     submit(1)
                     yield result
+            if interrupted:
+                raise KeyboardInterrupt
             finished = True
         finally:
+            if main:
+                signal.signal(signal.SIGINT, old_handler)
             if finished:
                 pool.shutdown(wait=True)
             else:                             # interrupted, closed or broken: stop now, not after the queue
