@@ -105,6 +105,51 @@ def test_every_family_reconstructs_from_its_folder(folders, name):
                 assert A[20, 20 - w] == 0 and A[20, 20 - w + 1] > 0
 
 
+def test_reconstruction_is_checked_layer_by_layer_in_row_blocks(folders, monkeypatch):
+    """capture() checks each head against the model's probabilities while the model runs, in row
+    blocks; the result equals max |head.attention() - P| with P the attentions transformers itself
+    returns (output_attentions=True), for every layer and head, blocks of 3 rows and a last short one."""
+    import certkit.head
+    monkeypatch.setattr(certkit.head, "BLOCKED", 4 * 3 * 40)            # 3 rows per block, 40 = 3 x 13 + 1
+    model, _, info = ex.load(folders["llama"])
+    ids = [int(t) for t in TOKENS[:40]]
+    c = ex.capture(model, info, ids)
+    assert "probs" not in c and c["errors"].shape == (LAYERS, HEADS)
+    with torch.no_grad():
+        P = model(input_ids=torch.tensor([ids]), use_cache=False, output_attentions=True).attentions
+    for i, l in enumerate(c["layers"]):
+        for h in range(HEADS):
+            expected = np.max(np.abs(ex.head(c, l, h).attention() - P[l][0, h].numpy()))
+            assert c["errors"][i, h] == expected and 0 < expected <= 2e-6
+
+
+def test_reconstruction_sees_a_difference_in_the_last_row():
+    rng = np.random.default_rng(2)
+    h = Head.from_arrays(rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), 1)
+    P = torch.tensor(h.attention())
+    assert ex.reconstruction_diff(h, P) == 0.0
+    P[6, 4] += 0.25
+    assert ex.reconstruction_diff(h, P) == pytest.approx(0.25, abs=1e-15)
+
+
+@pytest.mark.parametrize("name", ["llama", "mpnet", "bloom"])
+def test_capture_keeps_no_layers_probabilities(folders, monkeypatch, name):
+    """When a layer is checked, the probabilities of the layers before it are already free: certkit
+    keeps no reference to them (the memory of a capture is one layer's probabilities plus Q and K)."""
+    import weakref
+    seen, recording = [], ex._recording
+
+    def watching(model, info, want, on_layer):
+        def on(l, r):
+            assert all(ref() is None for ref in seen), f"layer {l}: an earlier layer's probabilities are still held"
+            seen.append(weakref.ref(r["probs"]))
+            on_layer(l, r)
+        return recording(model, info, want, on)
+    monkeypatch.setattr(ex, "_recording", watching)
+    hs = heads_from_model(folders[name], tokens=TOKENS, length=24)
+    assert len(seen) == LAYERS and len(hs) == LAYERS * HEADS
+
+
 def test_grouped_query_heads_share_their_key_head(folders):
     hs = heads_from_model(folders["llama"], tokens=TOKENS, length=24, layers=[1])
     K = {h.provenance["head"]: h.keys for h in hs}

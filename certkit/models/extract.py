@@ -384,10 +384,11 @@ def _bound(module, args, kwargs):
 
 
 @contextlib.contextmanager
-def _recording(model, info, want, sink):
-    """During the forward pass, sink[layer] = {q [H, n, d], k [Hkv, n, d], scale, mask (additive or
-    None), bias (None or [H, n, n]), probs [H, n, n]} for each layer in `want`, as the model's eager
-    attention uses them (torch tensors, batch element 0)."""
+def _recording(model, info, want, on_layer):
+    """During the forward pass, on_layer(layer, {q [H, n, d], k [Hkv, n, d], scale, mask (additive or
+    None), bias (None or [H, n, n]), probs [H, n, n]}) as soon as a layer in `want` has computed its
+    attention, with the tensors its eager code used (torch, batch element 0).  Nothing is kept here:
+    what on_layer does not keep is freed with the layer's own tensors."""
     f = fam.FAMILIES[info["family"]]
     mods = f.attention_modules(model.base_model)
     layer_of = {id(m): i for i, m in enumerate(mods)}
@@ -402,8 +403,8 @@ def _recording(model, info, want, sink):
                     l = layer_of.get(id(module))
                     if l in want:
                         s = kwargs.get("scaling", args[0] if args else None)
-                        sink[l] = {"q": query[0], "k": key[0], "mask": attention_mask, "bias": None, "probs": out[1][0],
-                                   "scale": float(query.size(-1) ** -0.5 if s is None else s)}
+                        on_layer(l, {"q": query[0], "k": key[0], "mask": attention_mask, "bias": None,
+                                     "probs": out[1][0], "scale": float(query.size(-1) ** -0.5 if s is None else s)})
                     return out
                 mod.eager_attention_forward = wrapped
                 undo.append((mod, "eager_attention_forward", orig))
@@ -416,7 +417,7 @@ def _recording(model, info, want, sink):
             for l, m in enumerate(mods):
                 if l not in want:
                     continue
-                rec = sink.setdefault(l, {})
+                rec = {}
                 if f.route == "mpnet":
                     def proj(name, rec=rec):
                         return lambda mod_, a, o: rec.__setitem__(name, o[0].reshape(o.shape[1], H, d).transpose(0, 1))
@@ -427,6 +428,8 @@ def _recording(model, info, want, sink):
                         pb = a.get("position_bias")
                         rec.update(mask=a.get("attention_mask"), bias=None if pb is None else pb[0], probs=out[1][0],
                                    scale=1.0 / float(np.sqrt(d)))
+                        on_layer(layer_of[id(mod_)], rec)
+                        rec.clear()
                 else:                             # bloom: fused projections, ALiBi handed in as `alibi`
                     def fused(mod_, a, o, rec=rec):
                         x = o[0].view(o.shape[1], H, 3, d)
@@ -438,6 +441,8 @@ def _recording(model, info, want, sink):
                         alibi = a["alibi"].view(-1, H, *a["alibi"].shape[1:])[0]          # [H, 1, N]
                         rec.update(mask=a.get("attention_mask"), probs=out[1][0], scale=float(mod_.inv_norm_factor),
                                    bias=alibi * float(mod_.beta))
+                        on_layer(layer_of[id(mod_)], rec)
+                        rec.clear()
                 hooks.append(m.register_forward_hook(after, with_kwargs=True))
         yield
     finally:
@@ -472,12 +477,17 @@ def _np(t):
 def capture(model, info, ids, pad=0, layers=None):
     """Run the model on one sequence (plus `pad` padding tokens) and capture the requested layers
     (None: all).  Returns a dict: layers (the captured layer indices), Q [layers, H, L, d], K
-    [layers, Hkv, L+pad, d] (float64, exactly the model's floats), probs [layers, H, L, L+pad] (the
-    model's attention probabilities), bias [H, L, L+pad] or None (the same for every layer), keep
-    [L+pad] bool (False on padding), masks (a RowMask or None per layer), betas (the model's exact
-    scale per layer), scales (the float scale it used), kv_map (query head -> key head), d_head,
-    model, family, length L, dtype.  ModelError when the model's additive mask, bias or scale is
-    not what the family's code says (certkit then refuses rather than certify another matrix)."""
+    [layers, Hkv, L+pad, d] (float64, exactly the model's floats), errors [layers, H] (the
+    reconstruction check: max |A - P| of each head, see reconstruction()), bias [H, L, L+pad] or None
+    (the same for every layer), keep [L+pad] bool (False on padding), masks (a RowMask or None per
+    layer), betas (the model's exact scale per layer), scales (the float scale it used), kv_map
+    (query head -> key head), d_head, model, family, length L, dtype.  ModelError when the model's
+    additive mask, bias or scale is not what the family's code says (certkit then refuses rather
+    than certify another matrix).
+
+    Each layer is checked while the forward pass runs, as soon as it has computed its attention,
+    and its probabilities are not kept: the memory is one layer's probabilities (which the model's
+    eager attention makes anyway) plus Q and K, not layers x H x L^2 floats."""
     import torch
     f = fam.FAMILIES[info["family"]]
     want = list(range(info["layers"])) if layers is None else sorted(set(int(l) for l in layers))
@@ -487,25 +497,17 @@ def capture(model, info, ids, pad=0, layers=None):
     pad_id = 0 if pad_id is None else int(pad_id)
     x = torch.tensor([list(ids) + [pad_id] * pad])
     attn = torch.tensor([[1] * L + [0] * pad])
-    sink = {}
-    is64 = next(model.parameters()).dtype == torch.float64
-    with _eager_eval(model), _recording(model, info, set(want), sink), _softmax_at_input_precision(is64), \
-            torch.no_grad():
-        model(input_ids=x, attention_mask=attn, output_attentions=f.route == "mpnet",
-              **({"use_cache": False} if f.decoder else {}))
     keep = np.array([True] * L + [False] * pad)
-    out = {"layers": want, "Q": [], "K": [], "probs": [], "masks": [], "betas": [], "scales": [], "bias": None,
-           "keep": keep, "kv_map": [h // (H // Hkv) for h in range(H)], "d_head": d, "model": info["name"],
-           "family": f.name, "length": L, "dtype": info.get("dtype")}
-    for l in want:
-        r = sink.get(l)
-        if not r or "probs" not in r:
-            raise ModelError(f"{info['name']}: layer {l}: the attention was not captured (an attention path "
-                             f"certkit does not know; family {f.name})")
-        q, k, P = _np(r["q"]), _np(r["k"]), _np(r["probs"])
-        if q.shape != (H, n, d) or k.shape != (Hkv, n, d) or P.shape != (H, n, n):
-            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}, P {P.shape}; "
-                             f"expected ({H}, {n}, {d}), ({Hkv}, {n}, {d}), ({H}, {n}, {n})")
+    out = {"layers": want, "bias": None, "keep": keep, "kv_map": [h // (H // Hkv) for h in range(H)], "d_head": d,
+           "model": info["name"], "family": f.name, "length": L, "dtype": info.get("dtype")}
+    for key in ("Q", "K", "masks", "betas", "scales", "errors"):
+        out[key] = [None] * len(want)           # filled per layer as the model computes it
+
+    def on_layer(l, r):
+        q, k, P = _np(r["q"]), _np(r["k"]), r["probs"]
+        if q.shape != (H, n, d) or k.shape != (Hkv, n, d) or tuple(P.shape) != (H, n, n):
+            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}, "
+                             f"P {tuple(P.shape)}; expected ({H}, {n}, {d}), ({Hkv}, {n}, {d}), ({H}, {n}, {n})")
         mask = _row_mask(f, model.config, l, L)
         _check_mask(info, l, r["mask"], mask, keep, L)
         beta = fam.scale(f, model.config, l, d)
@@ -518,15 +520,34 @@ def capture(model, info, ids, pad=0, layers=None):
                 out["bias"] = b
             elif not np.array_equal(b, out["bias"]):
                 raise ModelError(f"{info['name']}: layer {l}: a position bias that differs between layers")
-        out["Q"].append(q[:, :L])
-        out["K"].append(k)
-        out["probs"].append(P[:, :L])
-        out["masks"].append(mask)
-        out["betas"].append(beta)
-        out["scales"].append(r["scale"])
-    for key in ("Q", "K", "probs"):
+        i = want.index(l)
+        out["Q"][i], out["K"][i], out["masks"][i], out["betas"][i], out["scales"][i] = q[:, :L], k, mask, beta, r["scale"]
+        out["errors"][i] = np.array([reconstruction_diff(head(out, l, h), P[h]) for h in range(H)])
+
+    is64 = next(model.parameters()).dtype == torch.float64
+    with _eager_eval(model), _recording(model, info, set(want), on_layer), _softmax_at_input_precision(is64), \
+            torch.no_grad():
+        model(input_ids=x, attention_mask=attn, output_attentions=f.route == "mpnet",
+              **({"use_cache": False} if f.decoder else {}))
+    missing = [l for l, e in zip(want, out["errors"]) if e is None]
+    if missing:
+        raise ModelError(f"{info['name']}: layer {missing[0]}: the attention was not captured (an attention path "
+                         f"certkit does not know; family {f.name})")
+    for key in ("Q", "K", "errors"):
         out[key] = np.stack(out[key])
     return out
+
+
+def reconstruction_diff(h, P):
+    """max |A - P| for the float64 attention A of Head h (head.attention(), computed in row blocks)
+    and the model's probabilities P (a torch tensor [n_rows >= h.n, N]; rows beyond h.n are padding)."""
+    from ..head import BLOCKED, softmax_rows
+    step = max(1, BLOCKED // (4 * h.N))
+    worst = 0.0
+    for s in range(0, h.n, step):
+        rows = slice(s, min(s + step, h.n))
+        worst = max(worst, float(np.max(np.abs(softmax_rows(h.logits(rows=rows)) - _np(P[rows])))))
+    return worst
 
 
 def _row_mask(f, config, layer, L):
@@ -577,11 +598,11 @@ def head(c, layer, h, multiplier=Fraction(1)):
     on padded keys, the position bias (MPNet, ALiBi) as the logit bias, the decoder's RowMask.
     Named l<layer>-h<h>; provenance model, layer, head, length (heads() adds the rest)."""
     i = _index(c, layer)
-    return Head(c["Q"][i, h], c["K"][i, c["kv_map"][h]], fam.times(c["betas"][i], multiplier),
+    return Head(c["Q"][i][h], c["K"][i][c["kv_map"][h]], fam.times(c["betas"][i], multiplier),
                 weights=None if c["keep"].all() else c["keep"].astype(np.float64),
                 bias=None if c["bias"] is None else c["bias"][h], name=f"l{layer}-h{h}",
                 provenance={"model": c.get("model"), "layer": int(layer), "head": int(h),
-                            "length": int(c.get("length", c["Q"].shape[2]))},
+                            "length": int(c.get("length", len(c["Q"][i][h])))},
                 mask=c["masks"][i])
 
 
@@ -592,13 +613,9 @@ def rebuild(c, layer, h):
 
 def reconstruction(c):
     """max |A - P| per captured layer and head ([layers, heads] float64): A the Head's float64
-    attention (0 on masked entries and padded keys), P the model's own probabilities."""
-    H = c["Q"].shape[1]
-    err = np.zeros((len(c["layers"]), H))
-    for i, l in enumerate(c["layers"]):
-        for h in range(H):
-            err[i, h] = np.max(np.abs(head(c, l, h).attention() - c["probs"][i, h]))
-    return err
+    attention (0 on masked entries and padded keys), P the model's own probabilities.  Computed by
+    capture() while the model ran."""
+    return c["errors"]
 
 
 def reconstruction_error(c):
