@@ -1,6 +1,7 @@
 """Memory of capturing a model's heads: certkit's capture (Q, K and the reconstruction check of
-every head) against a plain forward pass of the same model and against a forward pass that
-returns every layer's attention probabilities (output_attentions=True, what keeping them costs).
+every head) against a plain forward pass of the same model (PyTorch's scaled_dot_product_attention,
+which never holds the probabilities) and against an eager forward pass that returns every layer's
+attention probabilities (output_attentions=True, what keeping them costs).
 
     python benchmarks/bench_capture.py [--layers 4] [--heads 8] [--lengths 1024,2048,4096]
 
@@ -8,7 +9,7 @@ A randomly initialised Llama-style decoder (grouped-query attention, rotary embe
 float32) is written with transformers' own config classes to a temporary folder and loaded back
 through certkit's local-folder path, as a user's checkpoint would be.  Each measurement runs in a
 fresh process; printed: peak resident memory (ru_maxrss) and seconds per mode, and the ratio of
-certkit's capture to the plain forward pass.  The probabilities of all layers and heads take
+certkit's capture to the plain (sdpa) forward pass.  The probabilities of all layers and heads take
 layers x heads x L^2 x 8 bytes in float64 (4 in float32).
 """
 import argparse
@@ -33,6 +34,8 @@ if mode == "capture":
     c = ex.capture(model, info, ids)
     err = float(ex.reconstruction(c).max())
 else:
+    if mode == "forward":
+        model.set_attn_implementation("sdpa")
     with torch.no_grad():
         out = model(input_ids=torch.tensor([ids]), use_cache=False, output_attentions=mode == "attentions")
     err = None

@@ -133,21 +133,48 @@ def test_reconstruction_sees_a_difference_in_the_last_row():
 
 
 @pytest.mark.parametrize("name", ["llama", "mpnet", "bloom"])
-def test_capture_keeps_no_layers_probabilities(folders, monkeypatch, name):
-    """When a layer is checked, the probabilities of the layers before it are already free: certkit
-    keeps no reference to them (the memory of a capture is one layer's probabilities plus Q and K)."""
+def test_capture_keeps_no_probabilities(folders, monkeypatch, name):
+    """When a block of probabilities arrives, the blocks before it are already free: certkit keeps
+    no reference to them (the memory of a capture is one block of probabilities plus Q and K)."""
     import weakref
     seen, recording = [], ex._recording
 
-    def watching(model, info, want, on_layer):
-        def on(l, r):
-            assert all(ref() is None for ref in seen), f"layer {l}: an earlier layer's probabilities are still held"
-            seen.append(weakref.ref(r["probs"]))
-            on_layer(l, r)
-        return recording(model, info, want, on)
+    def watching(model, info, want, on_layer, on_probs):
+        def on(l, rows, P):
+            assert all(ref() is None for ref in seen), f"layer {l}: earlier probabilities are still held"
+            seen.append(weakref.ref(P))
+            on_probs(l, rows, P)
+        return recording(model, info, want, on_layer, on)
     monkeypatch.setattr(ex, "_recording", watching)
     hs = heads_from_model(folders[name], tokens=TOKENS, length=24)
     assert len(seen) == LAYERS and len(hs) == LAYERS * HEADS
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "mistral"])
+def test_attention_runs_in_row_blocks(folders, monkeypatch, name):
+    """With ROW_BLOCK below H x n x n, each layer's eager attention runs on blocks of query rows
+    (the additive mask sliced with them): the same heads as one call per layer, every row checked
+    against the model's probabilities (float64: <= 1e-12, so the causal and sliding-window masks
+    were sliced with their rows), and the model's own eager function called once per block."""
+    import importlib
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    calls = []
+    orig = module.eager_attention_forward
+
+    def counting(mod, query, *args, **kwargs):
+        calls.append(query.shape[2])
+        return orig(mod, query, *args, **kwargs)
+    monkeypatch.setattr(module, "eager_attention_forward", counting)
+    one = heads_from_model(folders[name], tokens=TOKENS, length=40, dtype="float64")
+    assert calls == [40] * LAYERS
+    calls.clear()
+    monkeypatch.setattr(ex, "ROW_BLOCK", HEADS * 7 * 40)            # 7 rows a call: 40 = 5 x 7 + 5
+    blocks = heads_from_model(folders[name], tokens=TOKENS, length=40, dtype="float64")
+    assert calls == [7, 7, 7, 7, 7, 5] * LAYERS
+    assert max(h.provenance["reconstruction_max_abs_diff"] for h in blocks) <= 1e-12
+    for a, b in zip(one, blocks):
+        assert a.name == b.name and a.mask == b.mask and a.beta == b.beta
+        assert np.allclose(a.queries, b.queries, rtol=0, atol=1e-12) and np.allclose(a.keys, b.keys, rtol=0, atol=1e-12)
 
 
 def test_grouped_query_heads_share_their_key_head(folders):

@@ -383,29 +383,51 @@ def _bound(module, args, kwargs):
     return b.arguments
 
 
+ROW_BLOCK = 1 << 24    # entries (heads x rows x keys) of the attention one eager call may materialise
+
+
 @contextlib.contextmanager
-def _recording(model, info, want, on_layer):
-    """During the forward pass, on_layer(layer, {q [H, n, d], k [Hkv, n, d], scale, mask (additive or
-    None), bias (None or [H, n, n]), probs [H, n, n]}) as soon as a layer in `want` has computed its
-    attention, with the tensors its eager code used (torch, batch element 0).  Nothing is kept here:
-    what on_layer does not keep is freed with the layer's own tensors."""
+def _recording(model, info, want, on_layer, on_probs):
+    """During the forward pass, for each layer in `want`: on_layer(layer, {q [H, n, d], k [Hkv, n, d],
+    scale, mask (additive or None), bias (None or [H, n, n])}) with the tensors the model's eager
+    code uses (torch, batch element 0), then on_probs(layer, rows, P) with the model's own
+    attention probabilities P [H, len(rows), n] of the query rows `rows`, block after block.
+
+    In the eight families with a module-level eager_attention_forward, every layer's attention runs
+    in row blocks of at most ROW_BLOCK entries: the model's own function on a slice of the query
+    rows (and of the additive mask), the outputs concatenated.  Softmax is row-wise, so each row is
+    computed by the same code as without blocks, and no layer ever materialises H x n x n scores at
+    long contexts.  Nothing is kept here: what the callbacks do not keep is freed block by block."""
     f = fam.FAMILIES[info["family"]]
     mods = f.attention_modules(model.base_model)
     layer_of = {id(m): i for i, m in enumerate(mods)}
     undo, hooks = [], []
     try:
         if f.route == "interface":
+            import torch
             for mod in {sys.modules[type(m).__module__] for m in mods}:
                 orig = mod.eager_attention_forward
 
                 def wrapped(module, query, key, value, attention_mask, *args, orig=orig, **kwargs):
-                    out = orig(module, query, key, value, attention_mask, *args, **kwargs)
                     l = layer_of.get(id(module))
                     if l in want:
                         s = kwargs.get("scaling", args[0] if args else None)
                         on_layer(l, {"q": query[0], "k": key[0], "mask": attention_mask, "bias": None,
-                                     "probs": out[1][0], "scale": float(query.size(-1) ** -0.5 if s is None else s)})
-                    return out
+                                     "scale": float(query.size(-1) ** -0.5 if s is None else s)})
+                    n = query.shape[2]
+                    step = max(1, ROW_BLOCK // (query.shape[1] * key.shape[2]))
+                    outs = []
+                    for r in range(0, n, step):
+                        rows = slice(r, min(r + step, n))
+                        m = attention_mask
+                        if m is not None and m.dim() == 4 and m.shape[2] > 1:
+                            m = m[:, :, rows]
+                        o, P = orig(module, query[:, :, rows], key, value, m, *args, **kwargs)
+                        if l in want:
+                            on_probs(l, rows, P[0])
+                        outs.append(o)
+                        del P
+                    return (outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)), None
                 mod.eager_attention_forward = wrapped
                 undo.append((mod, "eager_attention_forward", orig))
             for m in mods:                       # GPT-2's reordered path: the same scores, through eager
@@ -426,10 +448,11 @@ def _recording(model, info, want, on_layer):
                     def after(mod_, args, kwargs, out, rec=rec):
                         a = _bound(mod_, args, kwargs)
                         pb = a.get("position_bias")
-                        rec.update(mask=a.get("attention_mask"), bias=None if pb is None else pb[0], probs=out[1][0],
+                        rec.update(mask=a.get("attention_mask"), bias=None if pb is None else pb[0],
                                    scale=1.0 / float(np.sqrt(d)))
                         on_layer(layer_of[id(mod_)], rec)
                         rec.clear()
+                        on_probs(layer_of[id(mod_)], slice(0, out[1].shape[2]), out[1][0])
                 else:                             # bloom: fused projections, ALiBi handed in as `alibi`
                     def fused(mod_, a, o, rec=rec):
                         x = o[0].view(o.shape[1], H, 3, d)
@@ -439,10 +462,11 @@ def _recording(model, info, want, on_layer):
                     def after(mod_, args, kwargs, out, rec=rec):
                         a = _bound(mod_, args, kwargs)
                         alibi = a["alibi"].view(-1, H, *a["alibi"].shape[1:])[0]          # [H, 1, N]
-                        rec.update(mask=a.get("attention_mask"), probs=out[1][0], scale=float(mod_.inv_norm_factor),
+                        rec.update(mask=a.get("attention_mask"), scale=float(mod_.inv_norm_factor),
                                    bias=alibi * float(mod_.beta))
                         on_layer(layer_of[id(mod_)], rec)
                         rec.clear()
+                        on_probs(layer_of[id(mod_)], slice(0, out[1].shape[2]), out[1][0])
                 hooks.append(m.register_forward_hook(after, with_kwargs=True))
         yield
     finally:
@@ -485,9 +509,9 @@ def capture(model, info, ids, pad=0, layers=None):
     additive mask, bias or scale is not what the family's code says (certkit then refuses rather
     than certify another matrix).
 
-    Each layer is checked while the forward pass runs, as soon as it has computed its attention,
-    and its probabilities are not kept: the memory is one layer's probabilities (which the model's
-    eager attention makes anyway) plus Q and K, not layers x H x L^2 floats."""
+    Each layer is checked while the forward pass runs, block of query rows after block (see
+    _recording), and no probabilities are kept: the memory is Q and K plus one block of at most
+    ROW_BLOCK probabilities, not layers x H x L^2 floats."""
     import torch
     f = fam.FAMILIES[info["family"]]
     want = list(range(info["layers"])) if layers is None else sorted(set(int(l) for l in layers))
@@ -502,12 +526,14 @@ def capture(model, info, ids, pad=0, layers=None):
            "model": info["name"], "family": f.name, "length": L, "dtype": info.get("dtype")}
     for key in ("Q", "K", "masks", "betas", "scales", "errors"):
         out[key] = [None] * len(want)           # filled per layer as the model computes it
+    heads_of = {}                               # layer -> its Heads, from on_layer until all its rows are checked
+    checked = dict.fromkeys(want, 0)            # layer -> query rows checked
 
     def on_layer(l, r):
-        q, k, P = _np(r["q"]), _np(r["k"]), r["probs"]
-        if q.shape != (H, n, d) or k.shape != (Hkv, n, d) or tuple(P.shape) != (H, n, n):
-            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}, "
-                             f"P {tuple(P.shape)}; expected ({H}, {n}, {d}), ({Hkv}, {n}, {d}), ({H}, {n}, {n})")
+        q, k = _np(r["q"]), _np(r["k"])
+        if q.shape != (H, n, d) or k.shape != (Hkv, n, d):
+            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}; "
+                             f"expected ({H}, {n}, {d}), ({Hkv}, {n}, {d})")
         mask = _row_mask(f, model.config, l, L)
         _check_mask(info, l, r["mask"], mask, keep, L)
         beta = fam.scale(f, model.config, l, d)
@@ -522,14 +548,31 @@ def capture(model, info, ids, pad=0, layers=None):
                 raise ModelError(f"{info['name']}: layer {l}: a position bias that differs between layers")
         i = want.index(l)
         out["Q"][i], out["K"][i], out["masks"][i], out["betas"][i], out["scales"][i] = q[:, :L], k, mask, beta, r["scale"]
-        out["errors"][i] = np.array([reconstruction_diff(head(out, l, h), P[h]) for h in range(H)])
+        out["errors"][i] = np.zeros(H)
+        heads_of[l] = [head(out, l, h) for h in range(H)]
+
+    def on_probs(l, rows, P):
+        i = want.index(l)
+        if l not in heads_of or tuple(P.shape) != (H, rows.stop - rows.start, n):
+            raise ModelError(f"{info['name']}: layer {l}: captured probabilities of shape {tuple(P.shape)} for "
+                             f"rows {rows.start}..{rows.stop - 1}; expected ({H}, {rows.stop - rows.start}, {n})")
+        real = slice(rows.start, min(rows.stop, L))            # rows beyond L are padded queries
+        if real.start < real.stop:
+            P = P[:, :real.stop - real.start]
+            e = out["errors"][i]
+            for h, hd in enumerate(heads_of[l]):
+                e[h] = max(e[h], reconstruction_diff(hd, P[h], real))
+            checked[l] += real.stop - real.start
+        if checked[l] == L:
+            del heads_of[l]
 
     is64 = next(model.parameters()).dtype == torch.float64
-    with _eager_eval(model), _recording(model, info, set(want), on_layer), _softmax_at_input_precision(is64), \
+    with _eager_eval(model), _recording(model, info, set(want), on_layer, on_probs), \
+            _softmax_at_input_precision(is64), \
             torch.no_grad():
         model(input_ids=x, attention_mask=attn, output_attentions=f.route == "mpnet",
               **({"use_cache": False} if f.decoder else {}))
-    missing = [l for l, e in zip(want, out["errors"]) if e is None]
+    missing = [l for l in want if checked[l] != L]
     if missing:
         raise ModelError(f"{info['name']}: layer {missing[0]}: the attention was not captured (an attention path "
                          f"certkit does not know; family {f.name})")
@@ -538,15 +581,18 @@ def capture(model, info, ids, pad=0, layers=None):
     return out
 
 
-def reconstruction_diff(h, P):
-    """max |A - P| for the float64 attention A of Head h (head.attention(), computed in row blocks)
-    and the model's probabilities P (a torch tensor [n_rows >= h.n, N]; rows beyond h.n are padding)."""
+def reconstruction_diff(h, P, rows=None):
+    """max |A_rows - P| for the float64 attention A of Head h (as head.attention() computes it, in row
+    blocks) on the query rows `rows` (a slice; None: all) and the model's probabilities P of those
+    rows (a torch tensor [len(rows), N])."""
     from ..head import BLOCKED, softmax_rows
+    rows = slice(0, h.n) if rows is None else rows
     step = max(1, BLOCKED // (4 * h.N))
     worst = 0.0
-    for s in range(0, h.n, step):
-        rows = slice(s, min(s + step, h.n))
-        worst = max(worst, float(np.max(np.abs(softmax_rows(h.logits(rows=rows)) - _np(P[rows])))))
+    for s in range(rows.start, rows.stop, step):
+        r = slice(s, min(s + step, rows.stop))
+        got = _np(P[r.start - rows.start:r.stop - rows.start])
+        worst = max(worst, float(np.max(np.abs(softmax_rows(h.logits(rows=r)) - got))))
     return worst
 
 
