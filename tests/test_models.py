@@ -177,6 +177,14 @@ def test_attention_runs_in_row_blocks(folders, monkeypatch, name):
         assert np.allclose(a.queries, b.queries, rtol=0, atol=1e-12) and np.allclose(a.keys, b.keys, rtol=0, atol=1e-12)
 
 
+def test_capture_reports_each_layer_once_when_all_its_rows_are_checked(folders, monkeypatch):
+    monkeypatch.setattr(ex, "ROW_BLOCK", HEADS * 7 * 40)
+    model, _, info = ex.load(folders["qwen2"])
+    done = []
+    c = ex.capture(model, info, [int(t) for t in TOKENS[:40]], layers=[1, 0], progress=done.append)
+    assert done == [0, 1] and c["layers"] == [0, 1]
+
+
 def test_grouped_query_heads_share_their_key_head(folders):
     hs = heads_from_model(folders["llama"], tokens=TOKENS, length=24, layers=[1])
     K = {h.provenance["head"]: h.keys for h in hs}

@@ -498,7 +498,7 @@ def _np(t):
     return t.detach().to(torch.float64).cpu().numpy()
 
 
-def capture(model, info, ids, pad=0, layers=None):
+def capture(model, info, ids, pad=0, layers=None, progress=None):
     """Run the model on one sequence (plus `pad` padding tokens) and capture the requested layers
     (None: all).  Returns a dict: layers (the captured layer indices), Q [layers, H, L, d], K
     [layers, Hkv, L+pad, d] (float64, exactly the model's floats), errors [layers, H] (the
@@ -507,7 +507,7 @@ def capture(model, info, ids, pad=0, layers=None):
     layer), betas (the model's exact scale per layer), scales (the float scale it used), kv_map
     (query head -> key head), d_head, model, family, length L, dtype.  ModelError when the model's
     additive mask, bias or scale is not what the family's code says (certkit then refuses rather
-    than certify another matrix).
+    than certify another matrix).  progress(layer), if given, is called as each layer is done.
 
     Each layer is checked while the forward pass runs, block of query rows after block (see
     _recording), and no probabilities are kept: the memory is Q and K plus one block of at most
@@ -565,6 +565,8 @@ def capture(model, info, ids, pad=0, layers=None):
             checked[l] += real.stop - real.start
         if checked[l] == L:
             del heads_of[l]
+            if progress is not None:
+                progress(l)
 
     is64 = next(model.parameters()).dtype == torch.float64
     with _eager_eval(model), _recording(model, info, set(want), on_layer, on_probs), \
