@@ -172,7 +172,6 @@ def ordered(function, items, args=(), jobs=1, done=None):
             if finished:
                 pool.shutdown(wait=True)
             else:                             # interrupted, closed or broken: stop now, not after the queue
-                pool.shutdown(wait=False, cancel_futures=True)
                 workers = set(mp.active_children()) - before
                 for p in workers:
                     p.terminate()
@@ -181,6 +180,9 @@ def ordered(function, items, args=(), jobs=1, done=None):
                     if p.is_alive():
                         p.kill()
                         p.join()
+                # the workers are gone, so this only waits for the executor's own thread, which reaps
+                # them too: after it nothing is left running (or reaping) behind the caller's back
+                pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------------------- the log (--log, --resume)

@@ -341,24 +341,24 @@ def test_pool_keeps_a_bounded_window_and_stops_when_closed():
 
 
 def test_ctrl_c_stops_workers_in_the_middle_of_a_task():
-    """Ctrl-C while both workers are busy for a minute: the pool is stopped at once, not after them."""
+    """Ctrl-C (a real SIGINT to this process) while both workers are busy for a minute: the pool
+    is stopped at once, not after them, and the caller's SIGINT handler is back."""
     import multiprocessing as mp
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    old = signal.signal(signal.SIGALRM, interrupt)
+    import threading
+    handler = signal.getsignal(signal.SIGINT)
     before = set(mp.active_children())
     results = batch.ordered(time.sleep, [60, 60, 60], (), jobs=2)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
     t = time.perf_counter()
+    timer.start()
     try:
-        signal.setitimer(signal.ITIMER_REAL, 1.5)
         with pytest.raises(KeyboardInterrupt):
             next(results)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        timer.cancel()
     assert time.perf_counter() - t < 15
     assert not set(mp.active_children()) - before              # the workers are gone
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys):
