@@ -406,13 +406,10 @@ def run_model(args, eps_list, peers):
     ids, sha, offset = ex.inputs(tok, info, txt, toks, args.length, args.window, what)
     if info["decoder"]:
         check_mask_support(Head.from_arrays([[0.0]], [[0.0]], 1, name=f"{info['name']} (decoder)", mask=RowMask(0)))
-    if sys.stderr.isatty():                     # a forward pass at long context can take minutes
-        from tqdm import tqdm
-        with tqdm(total=len(layers), desc=f"capture {info['name']} (L = {len(ids)})", unit="layer",
-                  file=sys.stderr, leave=False) as capturing:
-            c = ex.capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
-    else:
-        c = ex.capture(model, info, ids, layers=layers)
+    from tqdm import tqdm                       # a forward pass at long context can take minutes
+    with tqdm(total=len(layers), desc=f"capture {info['name']} (L = {len(ids)})", unit="layer", file=sys.stderr,
+              leave=False, disable=not sys.stderr.isatty()) as capturing:
+        c = ex.capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
     err = ex.reconstruction(c)
     del model
     hs = ex.model_heads(c, layers, heads, mults, sha, err)

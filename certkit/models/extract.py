@@ -436,6 +436,12 @@ def _recording(model, info, want, on_layer, on_probs):
                     undo.append((m, "reorder_and_upcast_attn", True))
         else:
             H, d = info["heads"], info["d_head"]
+
+            def whole_layer(mod_, rec, probs):        # inline attention: one block, all the layer's rows
+                l = layer_of[id(mod_)]
+                on_layer(l, rec)
+                rec.clear()
+                on_probs(l, slice(0, probs.shape[2]), probs[0])
             for l, m in enumerate(mods):
                 if l not in want:
                     continue
@@ -450,9 +456,7 @@ def _recording(model, info, want, on_layer, on_probs):
                         pb = a.get("position_bias")
                         rec.update(mask=a.get("attention_mask"), bias=None if pb is None else pb[0],
                                    scale=1.0 / float(np.sqrt(d)))
-                        on_layer(layer_of[id(mod_)], rec)
-                        rec.clear()
-                        on_probs(layer_of[id(mod_)], slice(0, out[1].shape[2]), out[1][0])
+                        whole_layer(mod_, rec, out[1])
                 else:                             # bloom: fused projections, ALiBi handed in as `alibi`
                     def fused(mod_, a, o, rec=rec):
                         x = o[0].view(o.shape[1], H, 3, d)
@@ -464,9 +468,7 @@ def _recording(model, info, want, on_layer, on_probs):
                         alibi = a["alibi"].view(-1, H, *a["alibi"].shape[1:])[0]          # [H, 1, N]
                         rec.update(mask=a.get("attention_mask"), scale=float(mod_.inv_norm_factor),
                                    bias=alibi * float(mod_.beta))
-                        on_layer(layer_of[id(mod_)], rec)
-                        rec.clear()
-                        on_probs(layer_of[id(mod_)], slice(0, out[1].shape[2]), out[1][0])
+                        whole_layer(mod_, rec, out[1])
                 hooks.append(m.register_forward_hook(after, with_kwargs=True))
         yield
     finally:
