@@ -398,7 +398,7 @@ def run_model(args, eps_list, peers):
     txt = ex.read_text_file(args.text) if args.text is not None else None
     toks = ex.read_tokens_file(args.tokens) if args.tokens is not None else None
     args.out = args.out or os.path.join("data", "certify", ex.model_name(args.model))
-    writer.ensure_folder(args.out, "--out")
+    writer.check_folder(args.out, "--out")             # created once the model and its input are read
     model, tok, info = ex.load(args.model)
     layers = ex.check_indices(None if layers == "all" else layers, info["layers"], "--layers")
     heads = ex.check_indices(None if heads == "all" else heads, info["heads"], "--heads")
@@ -412,6 +412,7 @@ def run_model(args, eps_list, peers):
         c = ex.capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
     err = ex.reconstruction(c)
     del model
+    writer.ensure_folder(args.out, "--out")
     hs = ex.model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}

