@@ -124,9 +124,14 @@ def test_in_memory_calibrate_equals_the_command_line(tmp_path):
     assert res["computed"] == 0 and res["skipped"] == 1 and strip(res["rows"]) == strip(cli["rows"])
 
 
+def test_a_missing_model_folder_is_a_missing_input(tmp_path):
+    r = _cal("--model", "/nonexistent", "--out", str(tmp_path / "o"))
+    assert r.returncode == 66 and "no such file or folder; give 'minilm', 'mpnet'" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("args,msg", [(["--layers", "9"], "layers: 9 is out of range 0..5"),
                                       (["--layers", "x"], "--layers: cannot read 'x'"),
-                                      (["--model", "/nonexistent"], "not 'minilm'"),
                                       (["--eps", "2"], "--eps: 2 is outside (0, 1)"),
                                       (["--lengths", "4"], "8..512"),
                                       (["--multipliers", "0"], "--multipliers: 0 is not > 0"),

@@ -229,3 +229,10 @@ def test_an_out_path_that_cannot_be_a_folder_is_refused_before_loading(llama, tm
     (tmp_path / "file").write_text("x")
     assert main(["certify", "--model", str(llama), "--out", str(tmp_path / "file" / "sub")]) == 73
     assert "is not a writable folder" in capsys.readouterr().err
+
+
+def test_calibrate_on_a_broken_folder_creates_no_out_folder(llama, tmp_path, capsys):
+    folder = copy_of(llama, tmp_path)
+    edit_config(folder, model_type="bert", num_attention_heads=0)
+    assert main(["calibrate", "--model", str(folder), "--lengths", "16", "--out", str(tmp_path / "cal")]) == 64
+    assert "num_attention_heads = 0" in capsys.readouterr().err and not (tmp_path / "cal").exists()

@@ -52,7 +52,7 @@ def locate(spec):
     a folder holding config.json."""
     spec = os.fspath(spec)
     if not os.path.exists(spec):
-        raise InputError(f"--model {spec}: no such file or folder")
+        raise InputError(f"model {spec!r}: no such file or folder; give 'minilm', 'mpnet' or a local model folder")
     if not os.path.isdir(spec) or not os.path.isfile(os.path.join(spec, "config.json")):
         raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet' or a local model folder with config.json")
     return spec

@@ -112,13 +112,13 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
     address; certkit.parallel), with identical results; progress: a tqdm bar on stderr."""
-    from ...search.writer import ensure_folder
+    from ...search.writer import check_folder
     from .grid import run_grid
     from .report import write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
     from ...parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
-    out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else ensure_folder(os.fspath(out), "out")
+    out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else check_folder(os.fspath(out), "out")
     done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler)
     rows, summary = write_summary(out, plots)
     return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
@@ -150,8 +150,8 @@ def run(args):
     from ...parallel import parse_scheduler
     parse_scheduler(args.scheduler)                     # bad input before any work
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
-    from ...search.writer import ensure_folder
-    ensure_folder(out, "--out")
+    from ...search.writer import check_folder
+    check_folder(out, "--out")                          # created once the model is loaded
     t0 = time.perf_counter()
     layers, heads, lengths, mults, eps_list, workers = opts
     try:

@@ -205,6 +205,8 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     if info["decoder"]:
         raise CalibrateError(f"--model {model_spec}: {info['family']} is a decoder; calibrate studies encoders "
                              f"(the chain assumes one shared key set): use certkit certify --model for decoder heads")
+    from ...search.writer import ensure_folder
+    ensure_folder(out, "out")
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
     _, sha = ex.text()
