@@ -17,6 +17,7 @@ from fractions import Fraction
 from .head import Head
 from .kernel import Verdict, check, read_json, read_regular
 from .numbers import parse_eps, parse_eps_list
+from .threads import limited
 
 __all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
 
@@ -149,6 +150,7 @@ class Sandwich:
         return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps})"
 
 
+@limited()
 def certify(head, eps, *, peers=(), seed=0, attempts=24):
     """Certified sandwich lower <= r_eps(A) <= upper for a Head at one eps (a list of eps gives
     a list of Sandwiches).  The lower search (decoding contractions, Frobenius tail) runs first,
@@ -171,6 +173,7 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
 
 
+@limited(preload=())
 def verify(target, route="auto", *, time_limit=None, jobs=1):
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
@@ -215,6 +218,7 @@ def certificates_under(folder):
     return certs, skipped
 
 
+@limited()
 def audit(target, eps=None, r="auto", with_torch=True):
     """Audit the symbolic chain (docs/mathematics.md §7): for a Head at each eps, or for an
     upper-chain certificate file, one record per (eps, r) with every chain quantity by numpy,
@@ -227,6 +231,7 @@ def audit(target, eps=None, r="auto", with_torch=True):
     return _command("audit", "audit_certificate")(os.fspath(target), rs=r, with_torch=with_torch)
 
 
+@limited()
 def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tolerance=0.01,
           out=None, crosscheck=False, causal_lengths=None):
     """The certified scaling laws (docs/mathematics.md §8.2-8.5): per family and dimension,
@@ -250,6 +255,7 @@ def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tol
                 "causal": causal_law(e, cert_dir, tuple(causal_lengths)) if causal_lengths else None}
 
 
+@limited()
 def calibrate(model="minilm", **grid):
     """The real-model calibration grid (docs/mathematics.md §4-§7 on pretrained heads): per
     (layer, head, length, multiplier, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
@@ -257,6 +263,7 @@ def calibrate(model="minilm", **grid):
     return _command("calibrate", "calibrate", "models")(model=model, **grid)
 
 
+@limited()
 def tables(names=None, out=None, formats=("csv", "md", "tex")):
     """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r):
     {name: {"title", "columns", "rows"}} with every value an Arb enclosure [lo, hi] rounded

@@ -126,7 +126,7 @@ def ordered(function, items, args=(), jobs=1, done=None):
     import concurrent.futures as cf
     import multiprocessing as mp
     from concurrent.futures.process import BrokenProcessPool
-    from .parallel import single_threaded_children
+    from .threads import limited
     before = set(mp.active_children())
     items = iter(items)
     pending = collections.deque()     # [item, future, arrived, result], oldest first: at most WINDOW * jobs
@@ -136,7 +136,7 @@ def ordered(function, items, args=(), jobs=1, done=None):
     interrupted = []
     main = threading.current_thread() is threading.main_thread()
     old_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True)) if main else None
-    with single_threaded_children():
+    with limited(preload=()):
         pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker)
 
         def submit(n):

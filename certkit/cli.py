@@ -572,7 +572,9 @@ def main(argv=None):
             parser.print_help(sys.stderr)
             print("\ncertkit: error: a command is required", file=sys.stderr)
             return USAGE
-        return _run(args.command, args)
+        from .threads import limited
+        with limited(preload=()):            # certkit's BLAS threads here and in every process started
+            return _run(args.command, args)
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.exit_code

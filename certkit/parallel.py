@@ -11,15 +11,14 @@ single-threaded worker processes, default 2), or the address of a running Dask s
 MALLOC_TRIM_THRESHOLD_ (LOCAL_WORKERS): together they cost certkit's tasks ~20 % of their speed;
 the README shows the same settings for workers started by hand).
 A task lost with its worker is re-run by the scheduler; fn must therefore be idempotent (certkit's
-tasks write their results atomically under a content-independent name).  BLAS runs one thread per
-worker process, as in the process pool, so results do not depend on the route.
+tasks write their results atomically under a content-independent name).  Every task runs with
+certkit's BLAS thread count (certkit.threads: one unless CERTKIT_THREADS says otherwise), in the
+process pool and on Dask alike, so results do not depend on the route.
 """
-import contextlib
-import os
 
 from .errors import UserError
+from .threads import call_limited, limited
 
-SINGLE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # Dask worker settings for --scheduler local (README, "Sweeps on a cluster"): no statistical
 # profiler (it samples every thread's stack each 10 ms under the GIL), and glibc's malloc left
 # as in a plain process: the nanny's MALLOC_TRIM_THRESHOLD_ = 65536 turns off glibc's dynamic
@@ -54,23 +53,8 @@ def run(fn, tasks, workers=1, scheduler=None):
         for t in tasks:
             yield fn(t)
         return
-    with single_threaded_children():
+    with limited(preload=()):                 # the workers inherit the thread settings
         yield from _pooled(fn, tasks, workers, sched)
-
-
-@contextlib.contextmanager
-def single_threaded_children():
-    """One BLAS thread in the worker processes started meanwhile; the caller's environment restored."""
-    saved = {v: os.environ.get(v) for v in SINGLE_THREAD}
-    os.environ.update({v: "1" for v in SINGLE_THREAD})
-    try:
-        yield
-    finally:
-        for v, old in saved.items():
-            if old is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = old
 
 
 def _pooled(fn, tasks, workers, sched):
@@ -78,7 +62,7 @@ def _pooled(fn, tasks, workers, sched):
         import concurrent.futures as cf
         import multiprocessing as mp
         with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            for f in cf.as_completed([pool.submit(fn, t) for t in tasks]):
+            for f in cf.as_completed([pool.submit(call_limited, fn, t) for t in tasks]):
                 yield f.result()
         return
     try:
@@ -100,7 +84,7 @@ def _pooled(fn, tasks, workers, sched):
             except OSError as e:
                 raise UserError(f"--scheduler {sched[1]}: cannot reach the Dask scheduler ({e})") from None
         with client:
-            futures = [client.submit(fn, t, pure=False, priority=len(tasks) - i)      # in the given order
+            futures = [client.submit(call_limited, fn, t, pure=False, priority=len(tasks) - i)   # in the given order
                        for i, t in enumerate(tasks)]
             for f in as_completed(futures):
                 yield f.result()

@@ -32,6 +32,7 @@ from ..errors import InputError, UserError
 from ..head import Head, RowMask
 from ..numbers import exact
 from . import families as fam
+from ..threads import limited
 from .files import ModelError, locate, preflight
 
 MODELS = {
@@ -758,6 +759,7 @@ def inputs(tok, info, text=None, tokens=None, length=128, window=0, what=("text"
     return ids, sha, off
 
 
+@limited()
 def heads_from_model(model_or_dir, text=None, tokens=None, length=128, layers=None, heads=None, multiplier=1,
                      dtype="float32", *, window=0, tokenizer=None):
     """The attention heads of a transformer as certkit Heads, at beta = multiplier x the model's
