@@ -100,11 +100,11 @@ def test_known_architecture_with_auto_map_loads_the_builtin_class_only(llama, tm
 
 
 def test_every_transformers_load_passes_trust_remote_code_false():
-    """Each from_pretrained call in certkit says trust_remote_code=False (never left to a prompt)."""
+    """Each from_pretrained and from_config call in certkit says trust_remote_code=False (never left to a prompt)."""
     calls = []
     for path in (ROOT / "certkit").rglob("*.py"):
         text = path.read_text()
-        for m in re.finditer(r"\.from_pretrained\(", text):
+        for m in re.finditer(r"\.(?:from_pretrained|from_config)\(", text):
             depth, i = 1, m.end()
             while depth:
                 depth += {"(": 1, ")": -1}.get(text[i], 0)

@@ -369,7 +369,7 @@ def test_cli_certify_model_bad_input(folders, tmp_path, capsys, args, needle, co
 
 def test_cli_unsupported_folder_and_options_without_model(tmp_path, capsys):
     assert cli("--model", tmp_path, "--out", tmp_path / "o") == 64
-    assert "not 'minilm', 'mpnet' or a local model folder" in capsys.readouterr().err
+    assert "not 'minilm', 'mpnet', 'smollm2', a local model folder" in capsys.readouterr().err
     assert cli("--synthetic", "gaussian", "--length", 64, "--out", tmp_path / "o") == 64
     assert "--length needs --model" in capsys.readouterr().err
 

