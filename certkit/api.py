@@ -15,7 +15,7 @@ from functools import cached_property
 from fractions import Fraction
 
 from .head import Head
-from .kernel import Verdict, check, read_json, read_regular
+from .kernel import DEFAULT_ROUTE, Verdict, check, read_json, read_regular
 from .numbers import parse_eps, parse_eps_list
 
 __all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
@@ -54,7 +54,7 @@ class Certificate:
     search: dict = field(default_factory=dict)
 
     @classmethod
-    def read(cls, path, route="auto", search=None):
+    def read(cls, path, route=DEFAULT_ROUTE, search=None):
         """The certificate at path, with its sidecars, checked by the kernel."""
         doc, _ = read_json(path)
         base = os.path.dirname(os.path.abspath(path))
@@ -171,7 +171,7 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
     return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
 
 
-def verify(target, route="auto", *, time_limit=None, jobs=1):
+def verify(target, route=DEFAULT_ROUTE, *, time_limit=None, jobs=1):
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
     temporary folder and checked there), a folder (a list: every certificate under it, sorted) or

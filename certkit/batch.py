@@ -29,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .kernel import DEFAULT_ROUTE
+
 WINDOW = 4          # tasks in flight per worker process
 FIELDS = frozenset(("file", "status", "exit_code", "kind", "relation", "bound", "eps", "message", "sha256",
                     "seconds", "details"))
@@ -75,7 +77,7 @@ def plain(x):
     return json.loads(json.dumps(x, default=str))
 
 
-def check_record(task, route="fast", time_limit=None, full=True):
+def check_record(task, route=DEFAULT_ROUTE, time_limit=None, full=True):
     """The result record of the kernel's check of one file.  full=False leaves out what only --json
     and --log show (the header and, when the kernel did not read the file, its sha256)."""
     from .kernel import check
@@ -92,7 +94,7 @@ def check_record(task, route="fast", time_limit=None, full=True):
             "seconds": round(dt, 4), "details": plain(v.details)}
 
 
-def check_verdict(path, route="fast", time_limit=None):
+def check_verdict(path, route=DEFAULT_ROUTE, time_limit=None):
     """The kernel's Verdict on one file (the task of certkit.verify(folder, jobs=N))."""
     from .kernel import check
     return check(path, route=route, time_limit=time_limit)
@@ -105,7 +107,7 @@ def _init_worker():
     from . import kernel  # noqa: F401
 
 
-def records(tasks, route="fast", time_limit=None, jobs=1, full=True, done=None):
+def records(tasks, route=DEFAULT_ROUTE, time_limit=None, jobs=1, full=True, done=None):
     """check_record(task) for every task, yielded in the order of tasks; done(record) is called with
     each record as soon as it is known, in the order the checks finish (see ordered)."""
     return ordered(check_record, tasks, (route, time_limit, full), jobs, done)

@@ -93,7 +93,7 @@ def point(family, dim, x, eps, cert_dir):
             lat.interaction_certificate(path, dim, beta, L, K, eps, provenance=prov)
         row.update(beta=beta if family == "ball" else 2 * beta, x=beta if family == "ball" else None,
                    params=f"L={L} K={K}", M=(2 * K + 1) ** dim)
-    v = check(path)
+    v = check(path, "fast")
     det = v.details
     row.update(verdict=v.status, certified_M=det.get("messages") if v.status == "VERIFIED" else None,
                margin=det.get("certified_min_margin"), certificate=os.path.relpath(path, os.path.dirname(cert_dir)))
@@ -151,7 +151,7 @@ def headline(eps, cert_dir):
     path = os.path.join(cert_dir, "ball-65x4-beta640sq.json")
     lat.ball_certificate(path, h["d"], h["beta"], h["L"], h["K"], eps, mode="tokens",
                          provenance={"producer": "certkit scale", "family": "ball", "note": "65^4 headline point"})
-    v = check(path)
+    v = check(path, "fast")
     return {"d": h["d"], "beta": h["beta"], "L": h["L"], "K": h["K"], "M": (2 * h["K"] + 1) ** h["d"],
             "verdict": v.status, "line": v.line(), "margin": v.details.get("certified_min_margin"),
             "log10_tokens": list(lat.log10_tokens(h["d"], h["beta"])),
@@ -207,13 +207,13 @@ def crosscheck(eps, out_dir):
     d_ = os.path.join(out_dir, "crosscheck")
     for i, (con, p) in enumerate(CROSSCHECK):
         pp, xp, h, extra, vis = crosscheck_pair(con, p, eps, os.path.join(d_, f"{i:02d}-{con}"))
-        vx = check(xp)
+        vx = check(xp, "fast")
         M = vx.details.get("messages")
         row = {"construction": con, "params": " ".join(f"{k}={v}" for k, v in p.items()) + extra,
                "columns": h.N, "explicit_M": h.n, "explicit_verdict": vx.status,
                "explicit_margin": vx.details.get("certified_min_margin"), "visible_dimension": vis}
         if pp is not None:
-            vp = check(pp)
+            vp = check(pp, "fast")
             row.update(parametric_M=vp.details.get("messages"), parametric_verdict=vp.status,
                        parametric_margin=vp.details.get("certified_min_margin"))
             row["agree"] = vp.status == vx.status == "VERIFIED" and vp.details.get("messages") == M
