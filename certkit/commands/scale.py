@@ -342,7 +342,7 @@ def causal_point(n, eps, cert_dir):
     messages), a covering upper certificate, and the upper search's factorisation (certkit certify's,
     started at the lower bound) where it beats the cover; each written and kernel-checked."""
     from ..search import causal, writer
-    from .certify import certify_upper
+    from ..search.sandwich import certify_upper
     head = causal.prefix_head(n)
     folder = os.path.join(cert_dir, "causal")
     os.makedirs(folder, exist_ok=True)
