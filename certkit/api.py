@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from .certificate import Certificate, Sandwich
 from .head import Head
-from .kernel import DEFAULT_ROUTE, check, read_json
+from .kernel import DEFAULT_ROUTE, check
 from .numbers import parse_eps, parse_eps_list
 
 __all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
@@ -69,31 +69,9 @@ def verify(target, route=DEFAULT_ROUTE, *, time_limit=None, jobs=1):
         return [verify(t, route, time_limit=time_limit, jobs=jobs) for t in target]
     path = os.fspath(target)
     if os.path.isdir(path):
-        from .batch import check_verdict, ordered
+        from .batch import certificates_under, check_verdict, ordered
         return list(ordered(check_verdict, certificates_under(path)[0], (route, time_limit), jobs))
     return check(path, route, time_limit)
-
-
-def certificates_under(folder):
-    """(certificates, skipped): the *.json files below folder, recursively and sorted, whose JSON
-    says "format": "certkit-certificate" (a file that is not JSON at all counts: it is a broken
-    certificate, MALFORMED), and the other JSON files."""
-    from .errors import InputError
-    from .kernel import FORMAT, Malformed
-
-    def refuse(e):
-        raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
-    found = []
-    for root, dirs, files in os.walk(folder, onerror=refuse):
-        found += [os.path.join(root, f) for f in files if f.endswith(".json")]
-    certs, skipped = [], []
-    for f in sorted(found, key=lambda f: os.path.relpath(f, folder).split(os.sep)):
-        try:
-            doc, _ = read_json(f)
-        except Malformed:
-            doc = {"format": FORMAT}
-        (certs if isinstance(doc, dict) and doc.get("format") == FORMAT else skipped).append(f)
-    return certs, skipped
 
 
 def audit(target, eps=None, r="auto", with_torch=True):

@@ -62,6 +62,28 @@ def file_sha256(path):
     return h.hexdigest()
 
 
+def certificates_under(folder):
+    """(certificates, skipped): the *.json files below folder, recursively and sorted, whose JSON
+    says "format": "certkit-certificate" (a file that is not JSON at all counts: it is a broken
+    certificate, MALFORMED), and the other JSON files."""
+    from .errors import InputError
+    from .kernel import FORMAT, Malformed, read_json
+
+    def refuse(e):
+        raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
+    found = []
+    for root, dirs, files in os.walk(folder, onerror=refuse):
+        found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+    certs, skipped = [], []
+    for f in sorted(found, key=lambda f: os.path.relpath(f, folder).split(os.sep)):
+        try:
+            doc, _ = read_json(f)
+        except Malformed:
+            doc = {"format": FORMAT}
+        (certs if isinstance(doc, dict) and doc.get("format") == FORMAT else skipped).append(f)
+    return certs, skipped
+
+
 def header(path):
     """(kind, relation, bound, eps) from a certificate's header, None each when it cannot be read."""
     from .kernel import kind_and_claim, read_json
