@@ -223,7 +223,7 @@ def test_cli_certify_bad_input(tmp_path, args, needle, code):
     assert r.returncode == code and needle in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
 
 
-# ---------------------------------------------------------------- masked heads, provenance (issue 16)
+# ---------------------------------------------------------------- masked heads, provenance
 
 def test_masked_head_certificates_state_the_mask(tmp_path):
     """A decoder-style head (sliding window) is certified with its row mask stated in both

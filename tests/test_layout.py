@@ -5,6 +5,8 @@ when a imports b anywhere in its file (at module level or inside a function), re
 resolved; `from p import x` is an edge to p.x when p.x is a module, else to p."""
 import ast
 import pathlib
+import re
+import tokenize
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "certkit"
@@ -94,3 +96,92 @@ def test_the_graph_sees_every_module_and_function_level_imports():
 def test_the_import_graph_has_no_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# ---------------------------------------------------------------- references
+
+SCANNED = ["README.md", "TRUST.md", "CONTRIBUTING.md", "docs", "proofs", "certkit", "tests", "benchmarks"]
+PATHS_CHECKED = ["README.md", "TRUST.md", "CONTRIBUTING.md", "docs", "proofs", "certkit"]   # tests name made-up paths
+FOREIGN = {                                    # what only a tracker or a file outside the repository holds
+    "an issue number": re.compile(r"\bissues?[ -]#?\d+|(?:^|[\s(\[])#\d+(?=[\s,.;)\]]|$)", re.I | re.M),
+    "a card": re.compile(r"design\s+card", re.I),
+    "a section of a spec": re.compile(r"\bSPEC\s+§"),
+    "a folder beside the repository": re.compile(r"\.\./shared"),
+}
+TOP = r"(?:docs|proofs|certkit|tests|benchmarks|data)/"
+PATH = re.compile(r"(?<![\w./-])(" + TOP + r"[\w.-]+(?:/[\w.-]+)*(?:::\w+)?)(/?)(?![\w*<{\[])")
+QUOTED = re.compile(r"`(" + TOP + r"[^`\s*<>{}]*?)/?`")
+LINK = re.compile(r"\]\(([^)\s#\\\[*+]+)(?:#[^)]*)?\)")
+
+
+def scanned_text():
+    """(path, text) of every scanned file: a .py file's comments and strings, other files whole."""
+    for top in SCANNED:
+        base = ROOT / top
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            if f.suffix == ".py":
+                with open(f, "rb") as fh:
+                    toks = tokenize.tokenize(fh.readline)
+                    yield f, "\n".join(t.string for t in toks if t.type in (tokenize.COMMENT, tokenize.STRING))
+            elif f.suffix in (".md", ".yaml", ".txt") or f.name.endswith(".schema.json"):
+                yield f, f.read_text(encoding="utf-8")
+
+
+def exists(name):
+    """Whether the repository holds name: a path, or path::function of a test file (defined in it)."""
+    name, _, function = name.partition("::")
+    path = ROOT / name
+    if not path.exists():
+        return False
+    return not function or re.search(rf"^\s*(def|class)\s+{function}\b|^{function}\s*=", path.read_text(), re.M)
+
+
+def missing_references(path, text):
+    """The paths text names (a file path with an extension, a `quoted` path, a markdown link) that
+    the repository does not hold."""
+    named = {m.group(1) for m in PATH.finditer(text) if "." in m.group(1).rsplit("/", 1)[-1] and not m.group(2)}
+    named |= set(QUOTED.findall(text))
+    bad = sorted(n for n in {n.rstrip(".,;:") for n in named} if not exists(n))
+    if path.suffix == ".md":
+        bad += [t for t in LINK.findall(text) if "://" not in t and not (path.parent / t).exists()]
+    return bad
+
+
+def test_no_reference_to_an_issue_a_card_or_a_missing_file():
+    found = []
+    for path, text in scanned_text():
+        rel = path.relative_to(ROOT)
+        for what, pattern in FOREIGN.items():
+            found += [f"{rel}: {what}: {m.group(0).strip()!r}" for m in pattern.finditer(text)]
+        if rel.parts[0] in PATHS_CHECKED:
+            found += [f"{rel}: names {target}, which the repository does not hold"
+                      for target in missing_references(path, text)]
+    assert not found, "\n".join(found)
+
+
+# ---------------------------------------------------------------- docs/design.md's layout
+
+def layout_block():
+    """The code block of docs/design.md's "## Layout" section."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
+    return section.split("```", 2)[1]
+
+
+def test_the_layout_of_docs_design_md_names_every_module_and_holds_every_name():
+    block = layout_block()
+    words = {w.rstrip(".:") for w in re.split(r"[\s,;()]+", block)}
+    words = {w for w in words if re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*/?", w)}
+    package = ROOT / "certkit"
+    modules = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
+    packages = [p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()]
+    commands = [p.name for p in (package / "commands").glob("*.py") if p.name != "__init__.py"]
+    unnamed = [m for m in modules + packages + commands if m not in words] + \
+              [f"certkit/{m}" for m in ("format/",) if "format/" not in words]
+    assert not unnamed, f"docs/design.md's layout does not name {unnamed}"
+    tree = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts and "__pycache__" not in p.parts}
+    named = {w.rstrip("/") for w in words if re.search(r"\.(py|md|json|sha256|toml|yaml)$|/$", w)}
+    paths = {n for n in named if "/" in n}
+    absent = sorted(n for n in named - paths if n not in tree) + sorted(p for p in paths if not (ROOT / p).exists())
+    assert not absent, f"docs/design.md's layout names what the tree does not hold: {absent}"

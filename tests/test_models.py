@@ -1,4 +1,4 @@
-"""Your own model (issue 16): heads of every supported family captured from a local folder (or a
+"""Your own model: heads of every supported family captured from a local folder (or a
 model object in memory) exactly as the model's eager attention uses them, checked against the
 model's own attention probabilities (<= 2e-6 in float32, <= 1e-12 in float64), with the row masks,
 grouped-query key heads, position biases and scales each family's code implies; the input paths
