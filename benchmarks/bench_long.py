@@ -13,7 +13,7 @@ the same command also runs from a git worktree of revision REV (e.g. the commit 
 long-context work) for the sizes up to --baseline-max, side by side in the same run, with the
 ratio of wall times.
 
-Goals (issue 17): n = 4096 <= 60 s, n = 8192 <= 5 min, n = 16384 <= 20 min, peak memory
+Goals: n = 4096 <= 60 s, n = 8192 <= 5 min, n = 16384 <= 20 min, peak memory
 <= 4 GiB at 16384, and sandwiches no wider than before at n <= 1024.
 """
 import argparse

@@ -14,7 +14,8 @@ __version__ = "0.2.0"
 
 __all__ = ["Head", "RowMask", "Certificate", "Sandwich", "Verdict", "certify", "verify", "audit", "scale",
            "calibrate", "tables", "heads_from_model", "OverSqrt", "BetaInterval", "UserError", "__version__"]
-_HOMES = {**dict.fromkeys(["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"], "api"),
+_HOMES = {**dict.fromkeys(["certify", "verify", "audit", "scale", "calibrate", "tables"], "api"),
+          "Certificate": "certificate", "Sandwich": "certificate",
           "heads_from_model": "models", "Head": "head", "RowMask": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
 
 from .lazy import exports  # noqa: E402

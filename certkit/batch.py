@@ -29,6 +29,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from .kernel import DEFAULT_ROUTE
+
 WINDOW = 4          # tasks in flight per worker process
 FIELDS = frozenset(("file", "status", "exit_code", "kind", "relation", "bound", "eps", "message", "sha256",
                     "seconds", "details"))
@@ -60,6 +62,28 @@ def file_sha256(path):
     return h.hexdigest()
 
 
+def certificates_under(folder):
+    """(certificates, skipped): the *.json files below folder, recursively and sorted, whose JSON
+    says "format": "certkit-certificate" (a file that is not JSON at all counts: it is a broken
+    certificate, MALFORMED), and the other JSON files."""
+    from .errors import InputError
+    from .kernel import FORMAT, Malformed, read_json
+
+    def refuse(e):
+        raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
+    found = []
+    for root, dirs, files in os.walk(folder, onerror=refuse):
+        found += [os.path.join(root, f) for f in files if f.endswith(".json")]
+    certs, skipped = [], []
+    for f in sorted(found, key=lambda f: os.path.relpath(f, folder).split(os.sep)):
+        try:
+            doc, _ = read_json(f)
+        except Malformed:
+            doc = {"format": FORMAT}
+        (certs if isinstance(doc, dict) and doc.get("format") == FORMAT else skipped).append(f)
+    return certs, skipped
+
+
 def header(path):
     """(kind, relation, bound, eps) from a certificate's header, None each when it cannot be read."""
     from .kernel import kind_and_claim, read_json
@@ -75,7 +99,7 @@ def plain(x):
     return json.loads(json.dumps(x, default=str))
 
 
-def check_record(task, route="fast", time_limit=None, full=True):
+def check_record(task, route=DEFAULT_ROUTE, time_limit=None, full=True):
     """The result record of the kernel's check of one file.  full=False leaves out what only --json
     and --log show (the header and, when the kernel did not read the file, its sha256)."""
     from .kernel import check
@@ -92,7 +116,7 @@ def check_record(task, route="fast", time_limit=None, full=True):
             "seconds": round(dt, 4), "details": plain(v.details)}
 
 
-def check_verdict(path, route="fast", time_limit=None):
+def check_verdict(path, route=DEFAULT_ROUTE, time_limit=None):
     """The kernel's Verdict on one file (the task of certkit.verify(folder, jobs=N))."""
     from .kernel import check
     return check(path, route=route, time_limit=time_limit)
@@ -105,7 +129,7 @@ def _init_worker():
     from . import kernel  # noqa: F401
 
 
-def records(tasks, route="fast", time_limit=None, jobs=1, full=True, done=None):
+def records(tasks, route=DEFAULT_ROUTE, time_limit=None, jobs=1, full=True, done=None):
     """check_record(task) for every task, yielded in the order of tasks; done(record) is called with
     each record as soon as it is known, in the order the checks finish (see ordered)."""
     return ordered(check_record, tasks, (route, time_limit, full), jobs, done)

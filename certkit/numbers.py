@@ -127,6 +127,37 @@ def parse_beta(x, what="beta"):
     return b
 
 
+def parse_indices(x, what):
+    """'all', '0-6', '0,3,5', an int or a list of ints -> 'all' or a sorted list of distinct
+    indices >= 0 (checked against the model's layers / heads when it is loaded)."""
+    if isinstance(x, str) and x.strip() == "all":
+        return "all"
+    if isinstance(x, int) and not isinstance(x, bool):
+        x = [x]
+    out = set()
+    if isinstance(x, str):
+        for part in x.split(","):
+            part = part.strip()
+            try:
+                if "-" in part:
+                    a, b = (int(v) for v in part.split("-"))
+                    out.update(range(a, b + 1))
+                elif part:
+                    out.add(int(part))
+            except ValueError:
+                raise UserError(f"{what}: cannot read {part!r} (use 'all', '0-6' or '0,3,5')") from None
+    else:
+        try:
+            out = {int(v) for v in x}
+        except (TypeError, ValueError):
+            raise UserError(f"{what}: expected 'all', a range like '0-6' or a list of integers, got {x!r}") from None
+    if not out:
+        raise UserError(f"{what}: empty list")
+    if min(out) < 0:
+        raise UserError(f"{what}: {min(out)} is negative")
+    return sorted(out)
+
+
 def numeral(x):
     """The exact certificate numeral of an int, a Fraction or a binary64 (hex float, exact)."""
     if isinstance(x, _numbers.Integral):

@@ -110,3 +110,26 @@ def test_a_missing_extra_is_named():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0] == "VERIFIED"
     assert "needs the 'search' extra: pip install 'certkit[search]'" in out
+
+
+def test_a_kept_certificate_is_checked_once(monkeypatch):
+    """certify() hands the writer's Verdict to the Certificate: the kernel checks each candidate
+    once, so each kept certificate exactly once (no second check when it is read back)."""
+    import certkit.certificate
+    import certkit.kernel
+    import certkit.search.writer
+    calls = []
+
+    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, time_limit=None):
+        v = check(path, route, time_limit)
+        calls.append(v.status)
+        return v
+    check = certkit.kernel.check
+    for module in (certkit.kernel, certkit.search.writer, certkit.certificate):
+        monkeypatch.setattr(module, "check", counting)
+    Q = np.array([[4.0, 0.0], [0.0, 4.0], [-4.0, 0.0]])
+    s = certkit.certify(certkit.Head.from_arrays(Q, Q, beta=2), eps="1/4")
+    kept = [c for c in (s.lower, s.upper) if c is not None]
+    assert len(kept) == 2 and all(c.verdict.status == "VERIFIED" for c in kept)
+    assert calls.count("VERIFIED") == len(kept)
+    assert len(calls) == len(s.lower.search["tried"]) + 1        # every lower candidate tried, one upper

@@ -88,3 +88,15 @@ def test_cli_and_api_default_to_auto(tmp_path):
                                     text=True, timeout=300)
     assert run().returncode == 0 and run("--route", "fast").returncode == 1
     assert "enclosure=softmax-enclosure(arb balls)" in run().stdout
+
+
+def test_one_default_route_everywhere():
+    """The kernel states the default route once; check, batch, the API and the CLI all take it."""
+    import inspect
+    from certkit import api, batch, certificate
+    from certkit.cli import build_parser
+    from certkit.kernel import DEFAULT_ROUTE
+    assert DEFAULT_ROUTE == "auto"
+    for f in (check, batch.check_record, batch.check_verdict, batch.records, api.verify, certificate.Certificate.read):
+        assert inspect.signature(f).parameters["route"].default == DEFAULT_ROUTE, f.__qualname__
+    assert build_parser(["verify"]).parse_args(["verify", "x.json"]).route == DEFAULT_ROUTE

@@ -1,4 +1,4 @@
-"""Real-model calibration (issue 6): extraction of pretrained heads, the reconstruction check, a
+"""Real-model calibration: extraction of pretrained heads, the reconstruction check, a
 reduced grid end to end through the CLI (one layer, one length), resumption, the in-memory
 calibrate(), bad input (a UserError naming the argument: exit 64), and the summary statistics on
 rows with known answers."""

@@ -223,20 +223,13 @@ def test_cli_certify_bad_input(tmp_path, args, needle, code):
     assert r.returncode == code and needle in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr)
 
 
-# ---------------------------------------------------------------- masked heads, provenance (issue 16)
+# ---------------------------------------------------------------- masked heads, provenance
 
 def test_masked_head_certificates_state_the_mask(tmp_path):
     """A decoder-style head (sliding window) is certified with its row mask stated in both
-    certificates, or refused (Unsupported, exit 3) by a writer that cannot state it: never a
-    certificate about the unmasked matrix."""
-    from certkit.commands.certify import Unsupported, states_masks
+    certificates (format 1.1): never a certificate about the unmasked matrix."""
     from certkit.head import RowMask
     h = synthetic.head("gaussian", 24, 4, beta=Fraction(2), seed=3).replace(mask=RowMask(0, 6))
-    if not states_masks():
-        with pytest.raises(Unsupported) as e:
-            certify_head(h, [Fraction(1, 4)], str(tmp_path))
-        assert e.value.exit_code == 3
-        pytest.skip("the certificate writer does not state row masks yet (format 1.1)")
     row = sandwich(h, "1/4", tmp_path, name="windowed", provenance={"model": "m", "layer": 3, "note": 0.5})
     for key in ("lower_file", "upper_file"):
         doc = json.loads((tmp_path / row[key]).read_text())

@@ -174,6 +174,29 @@ def test_verify_stdin_with_sidecars_is_malformed_not_a_crash(capsys, monkeypatch
     assert r["kind"] == "upper-factorization" and r["bound"] == 18 and r["eps"] == "7/20"
 
 
+def test_verify_writes_nothing_unless_it_reads_stdin(tmp_path):
+    """No temporary folder for files and folders: TMPDIR stays empty (stdin's copy is removed)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    assert run("verify", CERT, env=env).returncode == 0
+    assert run("verify", str(DATA), "--quiet", env=env).returncode == 0
+    assert list(tmp.iterdir()) == []
+    assert run("verify", "-", stdin=pathlib.Path(CERT).read_text(), env=env).returncode == 0
+    assert list(tmp.iterdir()) == []
+
+
+def test_verify_makes_no_temporary_folder_unless_it_reads_stdin(monkeypatch, capsys):
+    import io
+    import tempfile
+    made = []
+    mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k)) or made[-1])
+    assert cli.main(["verify", "--quiet", CERT, str(DATA)]) == 0 and made == []
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pathlib.Path(CERT).read_bytes())))
+    assert cli.main(["verify", "--quiet", "-"]) == 0 and len(made) == 1 and not os.path.exists(made[0])
+
+
 def test_verify_stdin_garbage_is_malformed():
     r = run("verify", "-", stdin="not json at all")
     assert r.returncode == 2 and r.stdout.startswith("MALFORMED") and "Traceback" not in r.stderr
@@ -279,14 +302,18 @@ def test_schema_kind_enum_is_the_kinds_table():
 # ---------------------------------------------------------------- one error layer in main()
 
 def _fake_command(monkeypatch, exc):
-    """A command `certkit boom --out DIR` whose run raises exc (registered like verify, show)."""
-    def boom(args):
+    """A command `certkit boom --out DIR` whose run raises exc (a module like certkit/commands/verify.py)."""
+    import types
+    module = types.ModuleType("certkit_fake_boom")
+    module.add_arguments = lambda p: p.add_argument("--out", required=True)
+
+    def run(args):
         assert args.out
         raise exc
+    module.run = run
+    monkeypatch.setitem(sys.modules, "certkit_fake_boom", module)
     monkeypatch.setitem(cli.COMMANDS, "boom", cli.Command(
-        "raise", "raise an exception", "Exit status: 64", extras=("search",),
-        arguments=lambda p: p.add_argument("--out", required=True)))
-    monkeypatch.setattr(cli, "_boom", boom, raising=False)
+        "raise", "raise an exception", "Exit status: 64", "certkit_fake_boom", extras=("search",)))
 
 
 @pytest.mark.parametrize("exc, code, needle", [
@@ -361,8 +388,8 @@ def test_verify_imports_no_heavy_dependency_and_no_producer():
     rc, top, mods = _modules_after(["verify", "--quiet", CERT, str(DATA / "gauss-n128-d1-chain.json")])
     assert rc == 0
     assert not top & set(HEAVY), sorted(top & set(HEAVY))
-    assert not {"certkit.commands.certify", "certkit.commands.scale", "certkit.commands.calibrate", "certkit.commands.audit", "certkit.search",
-                "certkit.symbolic", "certkit.commands", "certkit.api"} & mods
+    assert {m for m in mods if m.startswith("certkit.commands.")} == {"certkit.commands.verify"}
+    assert not {"certkit.search", "certkit.symbolic", "certkit.api", "certkit.certificate"} & mods
 
 
 def test_help_imports_no_command_module():
@@ -402,19 +429,16 @@ def test_readme_exit_code_table_matches_the_cli():
 
 
 
-def test_command_location_fallback_and_missing_dependency(tmp_path, monkeypatch):
-    """A command module is looked up at certkit/commands/<name>.py first, then at its old home: a
-    location that does not exist is skipped, a missing dependency inside one is raised (-> 69)."""
+def test_command_module_and_missing_dependency(tmp_path, monkeypatch):
+    """A command is its module; a missing dependency inside it is raised (-> 69 naming the extra)."""
     import certkit.errors
-    cmd = cli.Command("h", "d", "e", modules=("certkit.commands.no_such_command", "certkit.errors"))
-    assert cmd.load() is certkit.errors
-    assert cli.Command("h", "d", "e", modules=("certkit.no_such_module",), arguments=print).load() is None
+    assert cli.Command("h", "d", "e", "certkit.errors").load() is certkit.errors
     with pytest.raises(ModuleNotFoundError):
-        cli.Command("h", "d", "e", modules=("certkit.no_such_module",)).load()
+        cli.Command("h", "d", "e", "certkit.no_such_module").load()
     pkg = tmp_path / "certkit_fake_cmd"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("import scipy_not_installed_here\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ModuleNotFoundError) as e:
-        cli.Command("h", "d", "e", modules=("certkit_fake_cmd", "certkit.errors")).load()
+        cli.Command("h", "d", "e", "certkit_fake_cmd").load()
     assert e.value.name == "scipy_not_installed_here"

@@ -1,4 +1,4 @@
-"""certkit report and the calibration statistics (issue 18): Spearman breakdowns with cluster-bootstrap
+"""certkit report and the calibration statistics: Spearman breakdowns with cluster-bootstrap
 intervals checked against scipy on expanded data, the full-dimensional definitions on hand-built
 rows, the SUMMARY defects (no "(of 0)", no R_sym claim without R_sym), the figures (PNG + PDF +
 SVG, byte-stable, the old names gone) and report.html for calibrate, certify and scale folders built
@@ -32,7 +32,7 @@ def row(layer=0, head=0, m="1", eps="1/4", L=64, d_head=32, **kw):
 
 def simpson_rows(heads=8):
     """Within each m, R_con increases strictly with r_svd_int; across m, r_svd_int grows while R_con
-    falls (the pooling effect of issue 18): per-m and within-m Spearman 1, pooled strongly negative."""
+    falls (the pooling effect): per-m and within-m Spearman 1, pooled strongly negative."""
     rows = []
     for j, m in enumerate(MS):
         for h in range(heads):

@@ -1,63 +1,34 @@
 """certkit certify: certified sandwiches  lower <= r_eps(A) <= upper  for concrete heads.
 
-For each head and eps: the untrusted searches (certkit/search/lower.py, upper.py) propose
-certificates; each is written in format 1.0 and decided by the kernel (certkit.kernel.check);
-only VERIFIED certificates are kept and reported.  The lower search runs first so that the
-upper search can stop when it meets it.  The peers (certkit/search/peers.py) report the
-smallest k at which each practitioner's approximation has kernel-certified row-l1 error <= eps.
+For each head and eps, the sandwich engine (certkit.search.sandwich) runs the untrusted lower and
+upper searches, has the kernel decide every candidate certificate and keeps only the VERIFIED
+ones; the peers (certkit.search.peers) report the smallest k at which each practitioner's
+approximation has kernel-certified row-l1 error <= eps.  This module is the command around it:
+the heads (files, --synthetic specs or a model), the folders and the summary.
 
 With --model (run_model), the heads are those of a transformer (certkit.models.extract: a local
 folder of a supported family, or minilm / mpnet) on the user's text or token ids, each checked
 against the model's own attention probabilities, and the summary adds per row the layer, head,
 key head, multiplier, row mask, visible dimension and reconstruction error.
 """
-import functools
 import json
 import os
 import re
-import tempfile
 import time
-from fractions import Fraction
 
 from .. import synthetic
 from ..errors import UserError
 from ..head import Head, RowMask
-from ..kernel import max_row_error
 from ..numbers import exact, parse_beta, parse_eps_list, tag
-from ..search import lower, upper, writer
+from ..search import writer
+from ..search.sandwich import check_mask_support, sandwich
 
 EPS_DEFAULT = "1/10,1/4,1/2"
 PEERS_DEFAULT = "svd,nystrom,performer,linformer"
-LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
 
 
 class CertifyError(UserError):
     """Bad input to certify (a message naming the argument/file/value)."""
-
-
-class Unsupported(UserError):
-    """A head this version cannot state in a certificate (a decoder's row mask before format 1.1):
-    exit 3, like an UNSUPPORTED verdict."""
-    exit_code = 3
-
-
-@functools.cache
-def states_masks():
-    """Whether the certificate writer states a head's row mask (format 1.1, "row_mask")."""
-    probe = Head.from_arrays([[0.0]], [[0.0]], 1, mask=RowMask(0))
-    try:
-        inst = writer.instance_json(writer.CertificateWriter(os.devnull), probe)
-    except Exception:
-        return False
-    return "row_mask" in json.dumps(inst)
-
-
-def check_mask_support(head):
-    """Unsupported unless the head has no row mask or the writer states it (never a certificate
-    about the unmasked matrix for a masked head)."""
-    if head.mask is not None and not states_masks():
-        raise Unsupported(f"head {head.name} has a row mask ({head.mask}); this certkit's certificate writer "
-                          f"cannot state row masks yet (certificate format 1.1)")
 
 
 # ---------------------------------------------------------------- inputs
@@ -90,92 +61,10 @@ def parse_synthetic(spec):
     return synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed, name=name)
 
 
-# ---------------------------------------------------------------- one head, one eps
-
-def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True):
-    """Best kernel-VERIFIED lower certificate among the candidates: dict or None.
-    A: h.attention(); shared: a dict kept by the caller across the eps of one A, holding the
-    search's eps-free work (the farthest-row traversal, lower.grow_inverse's growth); soft:
-    passed to lower.decoding_candidates."""
-    e = float(eps)
-    shared = {} if shared is None else shared
-    if "far" not in shared:
-        shared["far"] = lower.farthest_rows(A, lower.far_count(*A.shape))
-    growth = shared.setdefault("growth", [])
-    cands = [(M, kind, {"messages": (msgs, "int"),
-                        **({"decoder": (dec, "float")} if dec.ndim == 2 else {"cells": (dec, "int")})})
-             for kind, M, msgs, dec in lower.decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
-                                                                records=shared.setdefault("records", {}))]
-    for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"]):
-        wit = {}
-        if rows is not None:
-            wit["rows"] = (rows, "int")
-        if cells is not None:
-            wit["cells"] = (cells, "int")
-        cands.append((M, "lower-frobenius-tail", wit))
-    cands.sort(key=lambda c: -c[0])
-    tried = []
-    for M, kind, wit in cands:
-        v = writer.write_checked(path, kind, M, eps, h, wit, dict(prov, search=kind), **(layout or {}))
-        tried.append({"kind": kind, "bound": M, "verdict": v.status})
-        if v.status == "VERIFIED":
-            return {"bound": M, "kind": kind, "file": path, "verdict": v.line(), "tried": tried}
-    return None
-
-
-def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None, **search_kw):
-    """Smallest kernel-VERIFIED factorisation certificate found: dict or None.
-    search_kw: passed to upper.search (e.g. refine's early give-up points)."""
-    judge = lambda U, V: max_row_error(inst, U, V, "fast")[0]
-    r = upper.search(A, float(eps), judge, floor=floor, attempts=attempts, **search_kw)
-    if r["k"] is None:
-        return None
-    wit = {"U": (r["U"], "float"), "V": (r["V"], "float")}
-    v = writer.write_checked(path, "upper-factorization", r["k"], eps, h, wit, dict(prov, search=r["method"]),
-                             **(layout or {}))
-    if v.status != "VERIFIED":       # the judge and check agree by construction; never claim otherwise
-        return None
-    return {"bound": r["k"], "kind": "upper-factorization", "method": r["method"], "file": path,
-            "svd_rank": r["svd_rank"], "certified_error": r["certified_error"], "verdict": v.line(),
-            "tried": r["tried"]}
-
-
-def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None):
-    """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
-    certificates held in memory; None where the search found none), with the peers' smallest k.
-    A, inst: head.attention() and head.instance() when the caller shares them between eps.
-    provenance: extra string/integer fields for the certificates' provenance (a model head's
-    model, layer, head, ...); shared: see certify_lower.  A head with a row mask the writer cannot state raises Unsupported."""
-    from ..api import Certificate, Sandwich
-    check_mask_support(head)
-    t0 = time.perf_counter()
-    A = head.attention() if A is None else A
-    inst = head.instance() if inst is None else inst
-    prov = {"producer": "certkit certify", "head": head.name, "n": head.n, "N": head.N, "d": head.d}
-    prov.update({k: v for k, v in (provenance or {}).items()
-                 if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-        lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT, shared)
-        up = certify_upper(A, eps, head, inst, os.path.join(tmp, "upper.json"), prov,
-                           floor=lo["bound"] if lo else 1, attempts=attempts, layout=LAYOUT)
-        lower_c = Certificate.read(lo["file"], search=lo) if lo else None
-        upper_c = Certificate.read(up["file"], search=up) if up else None
-    seconds = time.perf_counter() - t0
-    found = {}
-    for p in peers:
-        from ..search import peers as peer_mod
-        try:
-            res = peer_mod.smallest_rank(p, A, head, inst, float(eps), seed=seed)
-        except ValueError as e:                 # the peer does not apply to this head
-            found[p] = {"k": None, "certified_error": None, "seconds": 0.0, "note": str(e)}
-            continue
-        found[p] = {"k": res["k"], "certified_error": res["certified_error"], "seconds": round(res["seconds"], 3)}
-    return Sandwich(head, Fraction(eps), lower_c, upper_c, found, round(seconds, 3))
-
+# ---------------------------------------------------------------- one head
 
 def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
-    check_mask_support(head)
     A, inst = head.attention(), head.instance()
     rows, shared = [], {}
     for eps in eps_list:
@@ -380,7 +269,7 @@ def run_model(args, eps_list, peers):
     import sys
     from ..models import extract as ex
     from ..numbers import exact
-    from .calibrate import parse_indices
+    from ..numbers import parse_indices
     if args.heads or args.synthetic or args.beta:
         raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
     layers = parse_indices(args.model_layers, "--layers")

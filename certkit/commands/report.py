@@ -1,5 +1,5 @@
 """certkit report DIR: one self-contained DIR/report.html for a calibrate, certify or scale output
-folder (docs/report.md), and the figure style the commands share.
+folder (docs/report.md).
 
 * calibrate (meta.json + configs/ or results.json): the statistics recomputed from the rows
   (certkit.commands.calibrate.report.statistics), the SUMMARY tables with the paper's numbers
@@ -8,14 +8,10 @@ folder (docs/report.md), and the figure style the commands share.
   sandwiches, their statistics, a sandwich figure and the rows;
 * scale (summary.json with "slopes"): scaling.md / causal.md rendered, every figure.
 Figures are embedded as base64 PNG; no external CSS, script, font or URL.  The page has no date,
-so rebuilding it from the same folder gives the same bytes.
-
-figure_style() and save_figure() are the paper-grade defaults of every certkit figure: 8 pt fonts
-at a column width of 3.4 in, mathtext labels, PNG (200 dpi) + PDF + SVG written without dates or
-software stamps (the SVG ids salted with a fixed string).
+so rebuilding it from the same folder gives the same bytes.  The figure style and the number
+format of the tables: certkit.commands.figures.
 """
 import base64
-import contextlib
 import csv
 import html
 import json
@@ -25,57 +21,13 @@ import sys
 from fractions import Fraction
 
 from ..errors import InputError, UserError
+from .figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
 
-COLUMN_WIDTH = 3.4       # inches: one column of a two-column paper
-RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8,
-      "legend.fontsize": 8, "legend.title_fontsize": 8, "figure.titlesize": 8, "font.family": "DejaVu Sans",
-      "mathtext.fontset": "dejavusans", "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
-      "lines.linewidth": 1.0, "savefig.dpi": 200, "svg.hashsalt": "certkit", "svg.fonttype": "path",
-      "pdf.fonttype": 42, "legend.framealpha": 0.85}
-METADATA = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
-            "svg": {"Creator": None, "Date": None}}
 ROW_LIMIT = 400
 
 
 class ReportError(UserError):
     """DIR is not an output folder certkit report can read (exit 64; the message names the folder)."""
-
-
-# ---------------------------------------------------------------- figures
-@contextlib.contextmanager
-def figure_style():
-    """matplotlib (Agg) with certkit's paper-grade rcParams for the duration of the block."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    with plt.rc_context(RC):
-        yield plt
-
-
-def save_figure(fig, stem, dpi=200):
-    """fig as stem.png (dpi), stem.pdf and stem.svg, with no date or software stamp (reruns give the
-    same bytes where matplotlib allows); closes fig and returns the three paths."""
-    import matplotlib.pyplot as plt
-    paths = []
-    with plt.rc_context({"svg.hashsalt": RC["svg.hashsalt"]}):
-        for ext, meta in METADATA.items():
-            p = f"{stem}.{ext}"
-            fig.savefig(p, dpi=dpi, metadata=meta)
-            paths.append(p)
-    plt.close(fig)
-    return paths
-
-
-def plain_log_axis(axis, lo, hi):
-    """Readable ticks (1, 1.5, 2, 3, 5, 10, ...) on a log axis spanning [lo, hi], without 2×10^0 labels."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-    for mantissas in ((1, 1.5, 2, 3, 5, 7), (1, 2, 5), (1, 3), (1,)):
-        ticks = [v * 10 ** k for k in range(-3, 6) for v in mantissas if lo <= v * 10 ** k <= hi]
-        if len(ticks) <= 7:
-            break
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_formatter(NullFormatter())
 
 
 # ---------------------------------------------------------------- HTML pieces
@@ -263,10 +215,10 @@ def calibrate_html(folder, row_limit):
     cols = ["L", "layer", "head", "multiplier", "eps", "n", "r_exact", "r_svd_int"] + \
            (["r_exact_bias", "r_svd_int_bias"] if cr.has_bias_bridge(rows) else []) + \
            ["r_opt", "lower", "R_con", "R_sym", "Gamma"] + (["sink_mass"] if any("sink_mass" in r for r in rows) else [])
-    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else v
+    value = lambda v: f"{v:.4g}" if isinstance(v, float) else v
     parts += ["<h2>Configurations</h2>",
               f"<p>{len(rows)} configurations (one per length, head, multiplier and ε).</p>",
-              table(cols, [[fmt(r.get(c)) for c in cols] for r in rows], row_limit, "results.csv / results.json")]
+              table(cols, [[value(r.get(c)) for c in cols] for r in rows], row_limit, "results.csv / results.json")]
     title = f"certkit calibrate: {meta['model']} ({meta['info']['layers']} layers × {meta['info']['heads']} heads)"
     return title, "\n".join(parts), nfig, len(rows)
 
@@ -347,10 +299,10 @@ def certify_html(folder, row_limit):
     parts += ["<h2>Statistics</h2>",
               table(["quantity", "value"], [["rows", st["rows"]], ["complete sandwiches (both bounds)", st["complete"]],
                                             ["tight (lower = upper)", st["tight"]],
-                                            ["median upper / lower", _num(st.get("median_upper_over_lower"))],
-                                            ["max upper / lower", _num(st.get("max_upper_over_lower"))]]),
+                                            ["median upper / lower", fmt(st.get("median_upper_over_lower"))],
+                                            ["max upper / lower", fmt(st.get("max_upper_over_lower"))]]),
               table(["ε", "complete", "median lower", "median upper"],
-                    [[e, v["complete"], _num(v["median_lower"], 1), _num(v["median_upper"], 1)] for e, v in st["by_eps"].items()])]
+                    [[e, v["complete"], fmt(v["median_lower"], 1), fmt(v["median_upper"], 1)] for e, v in st["by_eps"].items()])]
     nfig = 0
     figs = []
     if any(r.get("upper") is not None for r in rows):
@@ -376,10 +328,6 @@ def certify_html(folder, row_limit):
     parts += ["<h2>Sandwiches</h2>", table(cols, body, row_limit, "summary.json / summary.md")]
     title = f"certkit certify: {meta['model']}" if meta else "certkit certify: certified sandwiches"
     return title + " — lower ≤ r_ε(A) ≤ upper", "\n".join(parts), nfig, len(rows)
-
-
-def _num(v, p=3):
-    return "—" if v is None else f"{v:.{p}f}"
 
 
 # ---------------------------------------------------------------- scale

@@ -93,7 +93,7 @@ def point(family, dim, x, eps, cert_dir):
             lat.interaction_certificate(path, dim, beta, L, K, eps, provenance=prov)
         row.update(beta=beta if family == "ball" else 2 * beta, x=beta if family == "ball" else None,
                    params=f"L={L} K={K}", M=(2 * K + 1) ** dim)
-    v = check(path)
+    v = check(path, "fast")
     det = v.details
     row.update(verdict=v.status, certified_M=det.get("messages") if v.status == "VERIFIED" else None,
                margin=det.get("certified_min_margin"), certificate=os.path.relpath(path, os.path.dirname(cert_dir)))
@@ -151,7 +151,7 @@ def headline(eps, cert_dir):
     path = os.path.join(cert_dir, "ball-65x4-beta640sq.json")
     lat.ball_certificate(path, h["d"], h["beta"], h["L"], h["K"], eps, mode="tokens",
                          provenance={"producer": "certkit scale", "family": "ball", "note": "65^4 headline point"})
-    v = check(path)
+    v = check(path, "fast")
     return {"d": h["d"], "beta": h["beta"], "L": h["L"], "K": h["K"], "M": (2 * h["K"] + 1) ** h["d"],
             "verdict": v.status, "line": v.line(), "margin": v.details.get("certified_min_margin"),
             "log10_tokens": list(lat.log10_tokens(h["d"], h["beta"])),
@@ -207,13 +207,13 @@ def crosscheck(eps, out_dir):
     d_ = os.path.join(out_dir, "crosscheck")
     for i, (con, p) in enumerate(CROSSCHECK):
         pp, xp, h, extra, vis = crosscheck_pair(con, p, eps, os.path.join(d_, f"{i:02d}-{con}"))
-        vx = check(xp)
+        vx = check(xp, "fast")
         M = vx.details.get("messages")
         row = {"construction": con, "params": " ".join(f"{k}={v}" for k, v in p.items()) + extra,
                "columns": h.N, "explicit_M": h.n, "explicit_verdict": vx.status,
                "explicit_margin": vx.details.get("certified_min_margin"), "visible_dimension": vis}
         if pp is not None:
-            vp = check(pp)
+            vp = check(pp, "fast")
             row.update(parametric_M=vp.details.get("messages"), parametric_verdict=vp.status,
                        parametric_margin=vp.details.get("certified_min_margin"))
             row["agree"] = vp.status == vx.status == "VERIFIED" and vp.details.get("messages") == M
@@ -285,8 +285,8 @@ def markdown(sl, head, cc, eps, tolerance):
 def plot(rows, sl, family, path):
     """The family's certified points log10 M against log10 beta (Gamma), the theory slope through
     them, the covering upper bound where informative; the legend gives each fitted slope with its
-    95 % interval.  path (.png) gets a .pdf and an .svg beside it (certkit.commands.report style)."""
-    from .report import figure_style
+    95 % interval.  path (.png) gets a .pdf and an .svg beside it (certkit.commands.figures style)."""
+    from .figures import figure_style
     with figure_style() as plt:
         fig, ax = plt.subplots(figsize=(3.4, 3.3), layout="constrained")
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -320,7 +320,7 @@ def plot(rows, sl, family, path):
 def finish_plot(fig, ax, title, path, legend_size=8, below=False):
     """Title, grid, legend (below the axes when below), then path (.png) and its .pdf and .svg, saved
     without dates or software stamps (identical bytes on a rerun)."""
-    from .report import save_figure
+    from .figures import save_figure
     ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
     if below:
@@ -342,7 +342,7 @@ def causal_point(n, eps, cert_dir):
     messages), a covering upper certificate, and the upper search's factorisation (certkit certify's,
     started at the lower bound) where it beats the cover; each written and kernel-checked."""
     from ..search import causal, writer
-    from .certify import certify_upper
+    from ..search.sandwich import certify_upper
     head = causal.prefix_head(n)
     folder = os.path.join(cert_dir, "causal")
     os.makedirs(folder, exist_ok=True)
@@ -431,7 +431,7 @@ def causal_gap(law):
 def causal_plot(law, eps, path):
     """Certified lower and upper bounds against n (log2 axis) with their least-squares fits in ln n
     (the slope's 95 % interval in the legend); path (.png) gets a .pdf and an .svg beside it."""
-    from .report import figure_style
+    from .figures import figure_style
     with figure_style() as plt:
         fig, ax = plt.subplots(figsize=(3.4, 3.2), layout="constrained")
         n = np.array([r["n"] for r in law["points"]], dtype=float)

@@ -1,5 +1,5 @@
 """TRUSTED kernel (stdlib, numpy, python-flint): its whole public surface; only check(path) decides."""
-from .check import check, kind_and_claim, CHECKER, ROUTES
+from .check import check, kind_and_claim, CHECKER, DEFAULT_ROUTE, ROUTES
 from .common import indices
 from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import (U, ETA, gamma, inflate, sum_up, arb_of, arb_up, arb_down,

@@ -11,7 +11,8 @@ from .load import read_json, header, claim as read_claim, instance as read_insta
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
 CHECKER = "certkit-kernel 1.1"
-ROUTES = ("auto",) + tuple(ROUTE_ENCLOSURES)
+DEFAULT_ROUTE = "auto"      # the route of check(), `certkit verify`, the API and batch unless one is asked for
+ROUTES = (DEFAULT_ROUTE,) + tuple(ROUTE_ENCLOSURES)
 AUTO_ARB = 1 << 20          # route auto: the Arb re-check is tried on instances of at most 2^20 entries
 
 
@@ -29,7 +30,7 @@ def _alarm(signum, frame):
     raise TimeLimit
 
 
-def check(path, route="fast", time_limit=None):
+def check(path, route=DEFAULT_ROUTE, time_limit=None):
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
     Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED."""

@@ -138,7 +138,6 @@ def claim(doc, kind):
     return Claim(rel, bound, eps)
 
 
-# ---------------------------------------------------------------- arrays
 def array(x, path, base_dir, shape, kind="float"):
     """An array given inline (nested lists of numeral strings) or as a sidecar
     {"file", "sha256", "dtype", "shape"}.  shape entries None = free (returned).

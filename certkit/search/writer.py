@@ -117,9 +117,10 @@ def ensure_folder(path, what="--out"):
 def write_checked(path, kind, bound, eps, head, witness_arrays, provenance=None, **layout):
     """Write a certificate and return the kernel's Verdict on it; a file that is not VERIFIED is
     removed with its own sidecars (content-named sidecars another certificate may share stay).
-    layout: inline_limit, shared (see CertificateWriter)."""
+    layout: inline_limit, shared (see CertificateWriter).  The searches keep what the fast route
+    verifies: a candidate it rejects is replaced by the next one, not re-checked in Arb."""
     certificate(path, kind, bound, eps, head, witness_arrays, provenance, **layout)
-    v = check(path)
+    v = check(path, "fast")
     if v.status != "VERIFIED":
         remove(path)
     return v

@@ -20,7 +20,7 @@ import time
 from fractions import Fraction
 
 from ...errors import UserError
-from ...numbers import exact, parse_eps_list
+from ...numbers import exact, parse_eps_list, parse_indices
 
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
@@ -32,37 +32,6 @@ class CalibrateError(UserError):
 
 
 # ---------------------------------------------------------------- arguments
-def parse_indices(x, what):
-    """'all', '0-6', '0,3,5', an int or a list of ints -> 'all' or a sorted list of distinct
-    indices >= 0 (checked against the model's layers / heads when it is loaded)."""
-    if isinstance(x, str) and x.strip() == "all":
-        return "all"
-    if isinstance(x, int) and not isinstance(x, bool):
-        x = [x]
-    out = set()
-    if isinstance(x, str):
-        for part in x.split(","):
-            part = part.strip()
-            try:
-                if "-" in part:
-                    a, b = (int(v) for v in part.split("-"))
-                    out.update(range(a, b + 1))
-                elif part:
-                    out.add(int(part))
-            except ValueError:
-                raise CalibrateError(f"{what}: cannot read {part!r} (use 'all', '0-6' or '0,3,5')") from None
-    else:
-        try:
-            out = {int(v) for v in x}
-        except (TypeError, ValueError):
-            raise CalibrateError(f"{what}: expected 'all', a range like '0-6' or a list of integers, got {x!r}") from None
-    if not out:
-        raise CalibrateError(f"{what}: empty list")
-    if min(out) < 0:
-        raise CalibrateError(f"{what}: {min(out)} is negative")
-    return sorted(out)
-
-
 def _items(x, what):
     parts = [p for p in x.split(",") if p.strip()] if isinstance(x, str) else \
         list(x) if isinstance(x, (list, tuple)) else [x]

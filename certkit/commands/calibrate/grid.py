@@ -19,13 +19,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import CalibrateError
 from ... import geometry
-from ..certify import certify_lower, certify_upper
+from ...errors import UserError
 from ...numbers import OverSqrt, tag
 from ... import parallel
 from ...search import writer
 from ...search.chain import best_chain, kept_keys
+from ...search.sandwich import certify_lower, certify_upper
 from ...symbolic.float_chain import log_size
 from .configs import group_path, write_atomic
 
@@ -203,7 +203,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
     if info["decoder"]:
-        raise CalibrateError(f"--model {model_spec}: {info['family']} is a decoder; calibrate studies encoders "
+        raise UserError(f"--model {model_spec}: {info['family']} is a decoder; calibrate studies encoders "
                              f"(the chain assumes one shared key set): use certkit certify --model for decoder heads")
     from ...search.writer import ensure_folder
     ensure_folder(out, "out")
@@ -259,10 +259,10 @@ def stale_bridge(path):
 
 
 def in_range(idx, limit, what):
-    """idx (a list of indices) when each lies in 0..limit-1, else CalibrateError naming `what`."""
+    """idx (a list of indices) when each lies in 0..limit-1, else UserError naming `what`."""
     bad = [i for i in idx if not 0 <= i < limit]
     if bad or not idx:
-        raise CalibrateError(f"{what}: {bad[0] if bad else 'no index'} is out of range 0..{limit - 1} "
+        raise UserError(f"{what}: {bad[0] if bad else 'no index'} is out of range 0..{limit - 1} "
                              f"(this model has {limit} {what})")
     return list(idx)
 

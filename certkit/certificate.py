@@ -1,0 +1,136 @@
+"""Certificates in memory: a certificate's exact bytes with the kernel's Verdict on them, and the
+certified sandwich  lower <= r_eps(A) <= upper  of one head at one eps,
+
+    r_eps(A) = min { rank B : max_i ||A_i - B_i||_1 <= eps }     (docs/mathematics.md §1).
+
+A Certificate is checked by the kernel exactly once: when it is read from a file, or, for one the
+searches wrote, by certkit.search.writer.write_checked, whose Verdict it is handed.
+"""
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from fractions import Fraction
+
+from .head import Head
+from .kernel import DEFAULT_ROUTE, Verdict, check, read_json, read_regular
+
+
+def sidecar_names(node):
+    """File names of the sidecars a certificate document refers to."""
+    if isinstance(node, dict):
+        if isinstance(node.get("file"), str) and "sha256" in node:
+            return [node["file"]]
+        return [f for v in node.values() for f in sidecar_names(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in sidecar_names(v)]
+    return []
+
+
+@dataclass(frozen=True, eq=False)
+class Certificate:
+    """A certificate in memory: the exact bytes of its JSON file and of its sidecars, and the
+    kernel's verdict on exactly those bytes.  `search` holds what the untrusted search reported
+    (not part of the certificate).  save() writes the same bytes anywhere: sidecars are named by
+    content, so the bytes do not depend on the file name."""
+    document: bytes
+    sidecars: dict
+    verdict: Verdict
+    search: dict = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path, route=DEFAULT_ROUTE, search=None, verdict=None):
+        """The certificate at path with its sidecars and the kernel's Verdict on them: `verdict`
+        when the caller already holds the kernel's Verdict on exactly these bytes (the searches:
+        certkit.search.writer.write_checked), else the kernel checks them now on `route`."""
+        doc, _ = read_json(path)
+        base = os.path.dirname(os.path.abspath(path))
+        sidecars = {}
+        for name in sidecar_names(doc.get("witness", {})) + sidecar_names(doc.get("instance", {})):
+            sidecars[name] = read_regular(os.path.join(base, name), 1 << 32, "$", f"sidecar {name!r}")
+        with open(path, "rb") as f:
+            raw = f.read()
+        return cls(raw, sidecars, verdict if verdict is not None else check(path, route), dict(search or {}))
+
+    @cached_property
+    def doc(self):
+        """The certificate's JSON document, parsed once."""
+        return json.loads(self.document)
+
+    @property
+    def kind(self):
+        return self.doc["kind"]
+
+    @property
+    def relation(self):
+        return self.doc["claim"]["relation"]
+
+    @property
+    def bound(self):
+        """The certified bound: r_eps(A) <= bound (upper) or >= bound (lower)."""
+        return int(self.doc["claim"]["bound"])
+
+    @property
+    def eps(self):
+        return Fraction(self.doc["claim"]["eps"])
+
+    @property
+    def claim(self):
+        return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
+
+    def save(self, path):
+        """Write the certificate to path (a .json file) and its sidecars beside it; returns path."""
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        for name, raw in self.sidecars.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(raw)
+        with open(path, "wb") as f:
+            f.write(self.document)
+        return path
+
+    def __repr__(self):
+        return f"Certificate({self.kind}: {self.claim}; {self.verdict.status})"
+
+
+@dataclass(frozen=True, eq=False)
+class Sandwich:
+    """lower <= r_eps(A) <= upper for one head and eps: each end a kernel-VERIFIED Certificate
+    (None where the search found none: then 0 and min(n, N) are the trivial bounds), with the
+    peers' smallest certified k (peers: {name: {"k", "certified_error", "seconds"}})."""
+    head: Head
+    eps: Fraction
+    lower: Certificate | None
+    upper: Certificate | None
+    peers: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def bounds(self):
+        """(lower, upper) as integers, the trivial bounds where a side has no certificate."""
+        return (self.lower.bound if self.lower else 0,
+                self.upper.bound if self.upper else min(self.head.n, self.head.N))
+
+    def save(self, folder, prefix=""):
+        """Write folder/<prefix>lower.json and <prefix>upper.json (those that exist) with their
+        sidecars; returns {"lower": path, "upper": path}."""
+        out = {}
+        for side in ("lower", "upper"):
+            c = getattr(self, side)
+            if c is not None:
+                out[side] = c.save(os.path.join(folder, f"{prefix}{side}.json"))
+        return out
+
+    def row(self, files=None):
+        """The summary row of `certkit certify` (files: {"lower": path, "upper": path})."""
+        h, lo, up, files = self.head, self.lower, self.upper, files or {}
+        return {"head": h.name, "n": h.n, "N": h.N, "d": h.d, "beta": str(h.beta), "eps": str(self.eps),
+                "lower": lo.bound if lo else None, "lower_kind": lo.kind if lo else None,
+                "upper": up.bound if up else None, "upper_method": up.search.get("method") if up else None,
+                "svd_rank": up.search.get("svd_rank") if up else None,
+                "lower_file": files.get("lower"), "upper_file": files.get("upper"),
+                "seconds": self.seconds, "peers": self.peers}
+
+    def __repr__(self):
+        lo, up = self.bounds
+        return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps})"
