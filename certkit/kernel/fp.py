@@ -44,10 +44,10 @@ def fro_up(A):
 
 
 def float_up(v):
-    """The smallest binary64 >= v, for a Fraction or an exact int."""
+    """The smallest binary64 >= v (+inf above the largest finite one), for a Fraction or an exact int."""
     v = Fraction(v)
-    f = float(v)
-    while Fraction(f) < v:
+    f = float(min(max(v, -np.finfo(float).max), np.finfo(float).max))     # clamped first: float() overflows
+    while f < math.inf and Fraction(f) < v:
         f = math.nextafter(f, math.inf)
     return f
 

@@ -18,6 +18,7 @@ from fractions import Fraction
 from ..certificate import Certificate, Sandwich
 from ..head import RowMask
 from ..kernel import Unsupported, max_row_error
+from ..threads import limited
 from . import lower, upper, writer
 
 LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
@@ -83,6 +84,7 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
             "tried": r["tried"]}
 
 
+@limited()
 def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory, each checked once; None where the search found none), with the

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from ...errors import UserError
 from ...numbers import exact, parse_eps_list, parse_indices
+from ...threads import limited
 
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
@@ -66,6 +67,7 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 
 
 # ---------------------------------------------------------------- in memory
+@limited()
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
               out=None, workers=1, progress=False, plots=False, scheduler=None):
     """Run (or resume) the calibration grid of a pretrained encoder and return
