@@ -15,6 +15,7 @@ import json
 import os
 import re
 import time
+from fractions import Fraction
 
 from .. import synthetic
 from ..errors import UserError
@@ -150,10 +151,48 @@ MODEL_OPTIONS = (("text", None, "--text"), ("tokens", None, "--tokens"), ("lengt
 
 
 def model_head_task(task):
-    """(index, summary rows) of one model head: its certificates under task["out"] (one parallel task)."""
+    """(index, summary rows) of one model head: its certificates under task["out"] and its rows in
+    <head>/rows.json, written last (atomically), so a rerun skips a head exactly when it finished."""
     h = task["head"]
-    return task["index"], model_rows(h, certify_head(h, task["eps"], task["out"], task["peers"], task["seed"],
-                                                      task["attempts"], certificate_provenance(h)))
+    rows = model_rows(h, certify_head(h, task["eps"], task["out"], task["peers"], task["seed"], task["attempts"],
+                                      certificate_provenance(h)))
+    writer.write_atomic(os.path.join(task["out"], h.name, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
+    return task["index"], rows
+
+
+HEAD_ROWS = "rows.json"       # a finished head's summary rows, beside its certificates
+# the settings that decide a model run's certificates: a rerun into the same --out resumes only with the same
+RUN_SETTINGS = ("model", "model_sha256", "dtype", "text_sha256", "window", "length", "multipliers", "eps", "peers",
+                "seed", "attempts")
+
+
+def finished_heads(out, meta, hs):
+    """{index: rows} of the heads hs already certified in out by a run with the same settings
+    (meta[RUN_SETTINGS]): those whose rows.json exists and names certificates that exist.  A folder
+    holding a run with other settings is refused (CertifyError naming the first difference)."""
+    path = os.path.join(out, "summary.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            before = json.load(f).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        raise CertifyError(f"--out {out}: holds an unreadable summary.json; give another --out or remove it") from None
+    for k in RUN_SETTINGS:
+        if before.get(k) != meta.get(k):
+            raise CertifyError(f"--out {out}: holds a run with {k} = {before.get(k)!r}, not {meta.get(k)!r}; "
+                               f"give another --out (or remove that folder) to start anew")
+    done = {}
+    for i, h in enumerate(hs):
+        try:
+            with open(os.path.join(out, h.name, HEAD_ROWS)) as f:
+                rows = json.load(f)
+        except (OSError, ValueError):
+            continue
+        files = [r.get(k) for r in rows for k in ("lower_file", "upper_file") if r.get(k)]
+        if rows and all(os.path.exists(os.path.join(out, f)) for f in files):
+            done[i] = rows
+    return done
 
 
 def run(args):
@@ -240,6 +279,7 @@ def model_markdown(meta, rows, peers):
                  f"{r['reconstruction_max_abs_diff']:.2g}", r["seconds"]]
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
     m = meta
+    stats = model_statistics(rows)
     head = [f"# certkit certify --model {m['model']}: certified sandwiches lower <= r_eps(A) <= upper", "",
             f"{m['class']} ({m['family']}, {m['layers']} layers x {m['heads']} heads"
             + (f", {m['kv_heads']} key heads" if m["kv_heads"] != m["heads"] else "") + f", d_head {m['d_head']}, "
@@ -249,8 +289,23 @@ def model_markdown(meta, rows, peers):
             f"model's own scale times m. Reconstruction: max |head.attention() - the model's own attention "
             f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
             f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). Peer columns: "
-            f"the smallest k at which that approximation's certified max row l1 error is <= eps.", ""]
+            f"the smallest k at which that approximation's certified max row l1 error is <= eps.", "",
+            stats, ""]
     return "\n".join(head + lines) + "\n"
+
+
+def model_statistics(rows):
+    """The summary's statistics line: sandwiches complete and tight, upper / lower (median, 90th
+    percentile, max), upper / SVD k (median, max) and the heads' seconds added up."""
+    import numpy as np
+    done = [r for r in rows if r["lower"] and r["upper"]]
+    ratio = np.array([r["upper"] / r["lower"] for r in done])
+    svd = np.array([r["upper"] / r["peers"]["svd"]["k"] for r in done if (r["peers"].get("svd") or {}).get("k")])
+    q = lambda a, p: f"{np.percentile(a, p):.2f}" if a.size else "-"
+    return (f"**{len(done)} of {len(rows)} sandwiches complete** (both bounds VERIFIED), {sum(r['lower'] == r['upper'] for r in done)} "
+            f"tight; upper / lower median {q(ratio, 50)}, 90th percentile {q(ratio, 90)}, max {q(ratio, 100)}; "
+            f"upper / SVD k median {q(svd, 50)}, max {q(svd, 100)}; {sum(r['seconds'] for r in rows):.0f} s of "
+            f"certification over the heads.")
 
 
 def write_model_summary(meta, rows, out_dir, peers):
@@ -258,10 +313,27 @@ def write_model_summary(meta, rows, out_dir, peers):
     replace), so an interrupted run keeps every finished head."""
     for name, text in (("summary.json", json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n"),
                        ("summary.md", model_markdown(meta, rows, peers))):
-        tmp = os.path.join(out_dir, f".{name}.tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(out_dir, name))
+        writer.write_atomic(os.path.join(out_dir, name), text)
+
+
+def model_figures(meta, rows, out_dir):
+    """out_dir/layers-eps<eps>[-m<m>].{png,pdf,svg}: per layer x head, the certified bounds, their
+    ratio and ours / SVD (figures.layer_head_maps), one figure per eps and multiplier; nothing when
+    matplotlib is not installed (the summary says so)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        return []
+    from .figures import layer_head_maps
+    paths = []
+    for e in meta["eps"]:
+        for m in meta["multipliers"]:
+            sel = [r for r in rows if r["eps"] == e and r["multiplier"] == m]
+            if sel:
+                stem = os.path.join(out_dir, f"layers-eps{tag(Fraction(e))}" + ("" if m == "1" else f"-m{tag(Fraction(m))}"))
+                paths += layer_head_maps(sel, stem, f"{meta['model']}, L = {meta['length']}, ε = {e}"
+                                         + ("" if m == "1" else f", β = {m} × the model's scale"))
+    return paths
 
 
 def run_model(args, eps_list, peers):
@@ -314,16 +386,22 @@ def run_model(args, eps_list, peers):
                 text_sha256=sha, window=args.window, token_offset=offset, length=len(ids),
                 reconstruction_max_abs_diff=max(h.provenance["reconstruction_max_abs_diff"] for h in hs),
                 certified_layers=layers, certified_heads=heads,
-                multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers)
+                multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
+                seed=args.seed, attempts=args.attempts)
+    done = finished_heads(args.out, meta, hs)
+    if done:
+        print(f"{info['name']}: {len(done)} of {len(hs)} heads already certified in {args.out} (resuming)",
+              file=sys.stderr)
     tty = sys.stderr.isatty()
     bar = None
     if tty:
         from tqdm import tqdm
-        bar = tqdm(total=len(hs), desc=f"certkit certify {info['name']}", unit="head", file=sys.stderr)
+        bar = tqdm(total=len(hs), initial=len(done), desc=f"certkit certify {info['name']}", unit="head",
+                   file=sys.stderr)
     say = bar.write if bar is not None else print
-    done, t0 = {}, time.perf_counter()
+    t0 = time.perf_counter()
     tasks = [{"index": i, "head": h, "eps": eps_list, "out": args.out, "peers": peers, "seed": args.seed,
-              "attempts": args.attempts} for i, h in enumerate(hs)]
+              "attempts": args.attempts} for i, h in enumerate(hs) if i not in done]
     try:
         for i, new in run_tasks(model_head_task, tasks, args.workers, args.scheduler):
             done[i] = new
@@ -341,6 +419,8 @@ def run_model(args, eps_list, peers):
         if bar is not None:
             bar.close()
     rows = [r for j in sorted(done) for r in done[j]]
+    write_model_summary(meta, rows, args.out, peers)
+    model_figures(meta, rows, args.out)
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()

@@ -56,3 +56,43 @@ def plain_log_axis(axis, lo, hi):
 def fmt(v, p=3):
     """A number for a table: None as an em dash, floats to p decimals."""
     return "—" if v is None else (f"{v:.{p}f}" if isinstance(v, float) else str(v))
+
+
+def layer_head_maps(rows, stem, title):
+    """A model's certified numbers per layer (rows) x query head (columns), four panels: the lower
+    bound, the upper bound of r_eps(A), upper / lower (1 = tight) and, when the SVD peer was run,
+    upper / the truncated SVD's certified k (below 1: our certificate needs fewer terms).  rows: the
+    summary rows of one eps and one multiplier.  Writes stem.{png,pdf,svg}; returns the paths."""
+    import numpy as np
+    layers = sorted({r["layer"] for r in rows})
+    heads = sorted({r["head_index"] for r in rows})
+    grid = lambda f: np.array([[next((f(r) for r in rows if r["layer"] == l and r["head_index"] == h
+                                      and f(r) is not None), np.nan) for h in heads] for l in layers], dtype=float)
+    svd_k = lambda r: ((r.get("peers") or {}).get("svd") or {}).get("k")
+    panels = [("certified lower bound", grid(lambda r: r["lower"]), "viridis", "d"),
+              ("certified upper bound", grid(lambda r: r["upper"]), "viridis", "d"),
+              ("upper / lower", grid(lambda r: r["upper"] / r["lower"] if r["lower"] and r["upper"] else None),
+               "magma_r", ".2f")]
+    if any(svd_k(r) for r in rows):
+        panels.append(("upper / SVD k", grid(lambda r: r["upper"] / svd_k(r) if r["upper"] and svd_k(r) else None),
+                       "cividis", ".2f"))
+    with figure_style() as plt:
+        width = min(2 * COLUMN_WIDTH, 1.0 + 0.36 * len(heads) * len(panels))
+        fig, axes = plt.subplots(1, len(panels), figsize=(width, 1.0 + 0.17 * len(layers)), layout="constrained",
+                                 sharey=True, squeeze=False)
+        for ax, (name, values, cmap, form) in zip(axes[0], panels):
+            im = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest")
+            ax.set_title(name)
+            ax.set_xticks(range(len(heads)), heads, fontsize=6)
+            ax.set_xlabel("head")
+            fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
+            if len(layers) * len(heads) <= 400:
+                for (i, j), v in np.ndenumerate(values):
+                    if np.isfinite(v):
+                        r, g, b, _ = im.cmap(im.norm(v))          # dark text on light cells, light on dark
+                        ax.text(j, i, format(int(v) if form == "d" else v, form), ha="center", va="center",
+                                fontsize=4, color="k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w")
+        axes[0][0].set_yticks(range(len(layers)), layers, fontsize=6)
+        axes[0][0].set_ylabel("layer")
+        fig.suptitle(title)
+        return save_figure(fig, stem)

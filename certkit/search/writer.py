@@ -1,5 +1,6 @@
 """Writing format-1.0 certificates: exact numerals (hex floats) inline, or .npy sidecars pinned
 by sha256.  The only bridge from floats to certificate numbers is float.hex (exact)."""
+import contextlib
 import hashlib
 import io
 import json
@@ -153,3 +154,20 @@ def check_folder(path, what="--out"):
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
         raise OutputError(f"{what} {path}: cannot create the folder ({parent} is not a writable folder)")
     return path
+
+
+def write_atomic(path, text):
+    """Write text to path through a uniquely named temporary file in the same folder and an atomic
+    rename: a reader sees the old file or the new one, never a part, and two writers never share a
+    temporary file."""
+    import tempfile
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
