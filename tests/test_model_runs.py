@@ -1,0 +1,92 @@
+"""Whole-model certification as a product: `certify --model` resumes (a rerun with the same
+settings skips every finished head, a Ctrl-C keeps them), refuses to mix runs with other settings
+in one folder, and draws the per layer x head figures."""
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from certkit.cli import main  # noqa: E402
+from certkit.commands import certify as certify_cmd  # noqa: E402
+
+TOKENS = " ".join(map(str, np.random.default_rng(5).integers(3, 64, 40)))
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    torch.manual_seed(2)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=64, initializer_range=0.2)).save_pretrained(root / "llama")
+    (root / "ids.txt").write_text(TOKENS)
+    return root
+
+
+def run(root, out, *extra):
+    return main(["certify", "--model", str(root / "llama"), "--tokens", str(root / "ids.txt"), "--length", "24",
+                 "--eps", "1/4", "--peers", "svd", "--out", str(out), *extra])
+
+
+def counting(monkeypatch, fail_at=None):
+    """certify_head counted (and a Ctrl-C raised at call number fail_at)."""
+    calls = []
+    real = certify_cmd.certify_head
+
+    def certify_head(h, *args, **kwargs):
+        calls.append(h.name)
+        if fail_at is not None and len(calls) == fail_at:
+            raise KeyboardInterrupt
+        return real(h, *args, **kwargs)
+    monkeypatch.setattr(certify_cmd, "certify_head", certify_head)
+    return calls
+
+
+def rows_of(out):
+    return [{k: v for k, v in r.items() if k != "seconds"}
+            for r in json.loads((out / "summary.json").read_text())["rows"]]
+
+
+def test_a_rerun_skips_finished_heads_and_recomputes_a_missing_one(llama, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "o"
+    calls = counting(monkeypatch)
+    assert run(llama, out) == 0
+    assert len(calls) == 8
+    first = rows_of(out)
+    assert [r["head"] for r in first] == [f"l{l}-h{h}" for l in range(2) for h in range(4)]
+    for stem in ("layers-eps1_4.png", "layers-eps1_4.pdf", "layers-eps1_4.svg"):
+        assert (out / stem).stat().st_size > 1000
+    md = (out / "summary.md").read_text()
+    assert "**8 of 8 sandwiches complete**" in md and "upper / SVD k median" in md
+    (out / "l1-h2" / "rows.json").unlink()                  # as if the run had stopped inside this head
+    calls.clear()
+    capsys.readouterr()
+    assert run(llama, out) == 0
+    assert calls == ["l1-h2"]
+    assert "7 of 8 heads already certified" in capsys.readouterr().err
+    assert rows_of(out) == first
+
+
+def test_ctrl_c_keeps_finished_heads_and_the_rerun_completes(llama, tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    calls = counting(monkeypatch, fail_at=4)
+    assert run(llama, out) == 130
+    assert [r["head"] for r in rows_of(out)] == ["l0-h0", "l0-h1", "l0-h2"]
+    calls = counting(monkeypatch)
+    assert run(llama, out) == 0
+    assert calls == ["l0-h3", "l1-h0", "l1-h1", "l1-h2", "l1-h3"]
+    assert len(rows_of(out)) == 8
+
+
+def test_a_folder_holding_a_run_with_other_settings_is_refused(llama, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert run(llama, out, "--layers", "0", "--heads", "0") == 0
+    capsys.readouterr()
+    assert main(["certify", "--model", str(llama / "llama"), "--tokens", str(llama / "ids.txt"), "--length", "20",
+                 "--layers", "0", "--heads", "0", "--eps", "1/4", "--peers", "svd", "--out", str(out)]) == 64
+    assert "holds a run with length = 24, not 20" in capsys.readouterr().err
+    assert run(llama, out, "--layers", "0", "--heads", "1") == 0      # other heads, same settings: added
+    assert [r["head"] for r in rows_of(out)] == ["l0-h1"]
