@@ -69,7 +69,7 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 # ---------------------------------------------------------------- in memory
 @limited()
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
-              out=None, workers=1, progress=False, plots=False, scheduler=None):
+              out=None, workers=1, progress=False, plots=False, scheduler=None, text=None, tokens=None):
     """Run (or resume) the calibration grid of a pretrained encoder and return
     {"rows": one dict per (length, layer, head, multiplier, eps) as in results.json,
      "summary": the statistics (report.statistics), "out": the folder used,
@@ -82,7 +82,10 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     the figures, PNG + PDF + SVG: report.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
-    address; certkit.parallel), with identical results; progress: a tqdm bar on stderr."""
+    address; certkit.parallel), with identical results; progress: a tqdm bar on stderr.  text (a str)
+    or tokens (token ids): the input instead of certkit's built-in text, cut into the first window
+    of each length with the tokenizer's own special tokens (a folder holding another text's groups
+    is refused)."""
     from ...search.writer import check_folder
     from .grid import run_grid
     from .report import write_summary
@@ -90,7 +93,8 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     from ...parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
     out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else check_folder(os.fspath(out), "out")
-    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler)
+    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler,
+                                   text=text, tokens=tokens)
     rows, summary = write_summary(out, plots)
     return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
 
@@ -105,6 +109,10 @@ def add_arguments(p):
     p.add_argument("--multipliers", default="1/4,1/2,1,2,4",
                    help="temperature multipliers m, beta = m/sqrt(d_head) (default 1/4,1/2,1,2,4)")
     p.add_argument("--eps", default="0.15,0.25,0.35", help="tolerances, exact (default 0.15,0.25,0.35)")
+    p.add_argument("--text", metavar="FILE", help="your corpus instead of the built-in text: UTF-8 text, the first "
+                   "window of each length tokenised with the model's tokenizer and its special tokens")
+    p.add_argument("--tokens", metavar="FILE", help="token ids instead of a text (integers separated by whitespace "
+                   "or commas, or a .npy integer array), used as given")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default data/calibration/<model>)")
     p.add_argument("--workers", type=int, default=1, help="parallel worker processes (default 1)")
     p.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -120,6 +128,11 @@ def run(args):
     opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
     from ...parallel import parse_scheduler
     parse_scheduler(args.scheduler)                     # bad input before any work
+    from ...models.extract import read_text_file, read_tokens_file
+    if args.text is not None and args.tokens is not None:
+        raise CalibrateError("give --text FILE or --tokens FILE, not both")
+    text = read_text_file(args.text) if args.text is not None else None
+    tokens = read_tokens_file(args.tokens) if args.tokens is not None else None
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
     from ...search.writer import check_folder
     check_folder(out, "--out")                          # created once the model is loaded
@@ -127,7 +140,8 @@ def run(args):
     layers, heads, lengths, mults, eps_list, workers = opts
     try:
         res = calibrate(args.model, layers, heads, lengths, mults, eps_list, out, workers,
-                        progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler)
+                        progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler,
+                        text=text, tokens=tokens)
     except KeyboardInterrupt:
         print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
         return 130

@@ -194,12 +194,15 @@ def head_task(task):
     return done
 
 
-def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False, scheduler=None):
+def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False, scheduler=None,
+             text=None, tokens=None):
     """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
     layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
     parsed values (certkit.commands.calibrate.parse_options).  Writes out/meta.json, one config per group
     and the certificates; returns (groups computed now, groups already done, meta).  Each head's
-    groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler)."""
+    groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler).  text or
+    tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's own
+    special tokens; certkit.models.extract.inputs)."""
     from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
     if info["decoder"]:
@@ -209,11 +212,25 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     ensure_folder(out, "out")
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
-    _, sha = ex.text()
+    if text is None and tokens is None:
+        _, sha = ex.text()
+        source = "pydoc_data.topics (sorted keys)"
+        window = lambda L: ex.token_window(tok, info["kind"], L)
+    else:
+        sha = ex.inputs(tok, info, text, tokens, min(lengths))[1]
+        source = "--text" if text is not None else "--tokens"
+        window = lambda L: ex.inputs(tok, info, text, tokens, L)[0]
+    previous = os.path.join(out, "meta.json")
+    if os.path.exists(previous):
+        with open(previous) as f:
+            before = json.load(f).get("text_sha256")
+        if before != sha:
+            raise UserError(f"--out {out}: holds groups computed on another text (sha256 {str(before)[:16]}..., this "
+                            f"input {sha[:16]}...): give another --out")
     cert_dir = os.path.join(out, "certificates")
     recon, todo = [], []
     for L in lengths:
-        c = ex.capture(model, info, ex.token_window(tok, info["kind"], L))
+        c = ex.capture(model, info, window(L))
         recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
         for l in layers:
             for h in heads:
@@ -224,11 +241,11 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
                     if ms:
                         todo.append({"head": ex.head(c, l, h), "multipliers": ms, "eps": [str(e) for e in eps_list],
                                      "cert_dir": cert_dir, "out": out, "text_sha256": sha, "refresh": redo})
-    recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, tok, info, lengths[0])})
+    recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, info, window(lengths[0]))})
     total = len(lengths) * len(layers) * len(heads) * len(mults)
     meta = {"model": info["name"], "spec": model_spec,
             "info": {k: v for k, v in info.items() if k not in ("folder", "name")},
-            "text": "pydoc_data.topics (sorted keys)", "text_sha256": sha, "reconstruction": recon,
+            "text": source, "text_sha256": sha, "reconstruction": recon,
             "grid": {"layers": layers, "heads": heads, "lengths": list(lengths), "multipliers": [str(m) for m in mults],
                      "eps": [str(e) for e in eps_list]}}
     write_atomic(os.path.join(out, "meta.json"), meta)
@@ -267,10 +284,10 @@ def in_range(idx, limit, what):
     return list(idx)
 
 
-def float64_check(model, tok, info, L):
-    """max |rebuild - attention| with the model in float64 (expected 0 up to float64 rounding)."""
+def float64_check(model, info, ids):
+    """max |rebuild - attention| with the model in float64 on the token ids (expected 0 up to float64 rounding)."""
     import copy
     from ...models import extract as ex
     m64 = copy.deepcopy(model).double()
-    c = ex.capture(m64, info, ex.token_window(tok, info["kind"], L))
+    c = ex.capture(m64, info, ids)
     return ex.reconstruction_error(c)
