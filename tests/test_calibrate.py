@@ -38,7 +38,7 @@ def test_minilm_loads_offline_and_reconstructs(minilm):
     assert c["Q"].shape == (6, 12, 64, 32) and c["bias"] is None
     err = ex.reconstruction_error(c)
     assert 0 < err <= 2e-6                      # the float32 floor (paper: 1.57e-6)
-    assert grid.float64_check(model, tok, info, 64) < 1e-12
+    assert grid.float64_check(model, info, ex.token_window(tok, info["kind"], 64)) < 1e-12
 
 
 def test_padding_is_dropped_columns(minilm, tmp_path):
