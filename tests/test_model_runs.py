@@ -90,3 +90,14 @@ def test_a_folder_holding_a_run_with_other_settings_is_refused(llama, tmp_path, 
     assert "holds a run with length = 24, not 20" in capsys.readouterr().err
     assert run(llama, out, "--layers", "0", "--heads", "1") == 0      # other heads, same settings: added
     assert [r["head"] for r in rows_of(out)] == ["l0-h1"]
+
+
+def test_write_atomic_leaves_no_temporary_file_and_the_usual_mode(tmp_path):
+    import os
+    from certkit.search import writer
+    writer.write_atomic(str(tmp_path / "a.json"), "{}\n")
+    writer.write_atomic(str(tmp_path / "a.json"), "[]\n")
+    assert os.listdir(tmp_path) == ["a.json"] and (tmp_path / "a.json").read_text() == "[]\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask

@@ -166,6 +166,22 @@ RUN_SETTINGS = ("model", "model_sha256", "dtype", "text_sha256", "window", "leng
                 "seed", "attempts")
 
 
+def rerun_command(args, meta):
+    """The command line that regenerates (or resumes) this run's certificates and summary."""
+    import shlex
+    parts = ["certkit", "certify", "--model", args.model]
+    for flag, value, default in (("--text", args.text, None), ("--tokens", args.tokens, None),
+                                 ("--length", args.length, None), ("--window", args.window, 0),
+                                 ("--layers", args.model_layers, "all"), ("--heads", args.model_heads, "all"),
+                                 ("--multipliers", ",".join(meta["multipliers"]), "1"), ("--eps", ",".join(meta["eps"]), None),
+                                 ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, 0),
+                                 ("--attempts", args.attempts, 24), ("--workers", args.workers, 1),
+                                 ("--out", args.out, None)):
+        if value is not None and value != default:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
 def finished_heads(out, meta, hs):
     """{index: rows} of the heads hs already certified in out by a run with the same settings
     (meta[RUN_SETTINGS]): those whose rows.json exists and names certificates that exist.  A folder
@@ -290,7 +306,7 @@ def model_markdown(meta, rows, peers):
             f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
             f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). Peer columns: "
             f"the smallest k at which that approximation's certified max row l1 error is <= eps.", "",
-            stats, ""]
+            stats, "", f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]
     return "\n".join(head + lines) + "\n"
 
 
@@ -388,6 +404,7 @@ def run_model(args, eps_list, peers):
                 certified_layers=layers, certified_heads=heads,
                 multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
                 seed=args.seed, attempts=args.attempts)
+    meta["command"] = rerun_command(args, meta)
     done = finished_heads(args.out, meta, hs)
     if done:
         print(f"{info['name']}: {len(done)} of {len(hs)} heads already certified in {args.out} (resuming)",

@@ -166,6 +166,9 @@ def write_atomic(path, text):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)            # as open() would create it (mkstemp makes it 0600)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
