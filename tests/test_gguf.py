@@ -48,12 +48,16 @@ def write_gguf(path, sd, arch="llama", **override):
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    permute = rotary_permute if arch == "llama" else (lambda x, heads: x)      # llama.cpp permutes llama only
     for i in range(LAYERS):
         p, b = f"model.layers.{i}.", f"blk.{i}."
         w.add_tensor(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
-        w.add_tensor(b + "attn_q.weight", rotary_permute(sd[p + "self_attn.q_proj.weight"], NH))
-        w.add_tensor(b + "attn_k.weight", rotary_permute(sd[p + "self_attn.k_proj.weight"], NKV))
+        w.add_tensor(b + "attn_q.weight", permute(sd[p + "self_attn.q_proj.weight"], NH))
+        w.add_tensor(b + "attn_k.weight", permute(sd[p + "self_attn.k_proj.weight"], NKV))
         w.add_tensor(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        for x in "qkv":                                                       # Qwen2's projection biases
+            if p + f"self_attn.{x}_proj.bias" in sd:
+                w.add_tensor(b + f"attn_{x}.bias", sd[p + f"self_attn.{x}_proj.bias"])
         w.add_tensor(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
         w.add_tensor(b + "ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
         w.add_tensor(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
@@ -92,6 +96,25 @@ def test_gguf_heads_equal_the_heads_of_the_same_model_as_a_folder(tiny):
         assert x.mask == y.mask and x.provenance["reconstruction_max_abs_diff"] <= 2e-6
     h64 = heads_from_model(str(path), tokens=TOKENS, length=40, layers=[1], heads=[2], dtype="float64")
     assert h64[0].provenance["reconstruction_max_abs_diff"] <= 1e-12
+
+
+def test_a_qwen2_gguf_with_projection_biases_equals_its_folder(tmp_path):
+    torch.manual_seed(1)
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        vocab_size=V, hidden_size=H, num_hidden_layers=LAYERS, num_attention_heads=NH, num_key_value_heads=NKV,
+        intermediate_size=F, max_position_embeddings=P, rope_theta=10000.0, rms_norm_eps=1e-5, initializer_range=0.2,
+        tie_word_embeddings=False))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(std=0.3)                                            # biases that matter
+    model.save_pretrained(tmp_path / "hf")
+    path = write_gguf(tmp_path / "q.gguf", {k: v.numpy() for k, v in model.state_dict().items()}, arch="qwen2")
+    a = heads_from_model(str(path), tokens=TOKENS, length=40)
+    b = heads_from_model(str(tmp_path / "hf"), tokens=TOKENS, length=40)
+    assert len(a) == LAYERS * NH and a[0].provenance["family"] == "qwen2"
+    for x, y in zip(a, b):
+        assert np.array_equal(x.queries, y.queries) and np.array_equal(x.keys, y.keys) and x.mask == y.mask
 
 
 def test_gguf_tokenizer_comes_from_the_file(tiny):

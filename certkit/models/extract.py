@@ -835,8 +835,10 @@ def heads_from_model(model_or_dir, text=None, tokens=None, length=128, layers=No
     """The attention heads of a transformer as certkit Heads, at beta = multiplier x the model's
     own scale (exact; 1 is the model).
 
-    model_or_dir: a local Hugging Face folder, "minilm", "mpnet", or a transformers model object
-    (left unchanged: copied when dtype differs).  Families: BERT, RoBERTa, DistilBERT, MPNet,
+    model_or_dir: a local Hugging Face folder (weights from *.safetensors only), a GGUF file
+    (".gguf": Llama, Mistral, Qwen2, GPT-2, BLOOM, dequantised), "minilm", "mpnet", "smollm2", or a
+    transformers model object (left unchanged: copied when dtype differs).  Nothing in a folder or
+    file is ever run (certkit.models.files).  Families: BERT, RoBERTa, DistilBERT, MPNet,
     GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; others raise ModelError.  Input: `tokens`
     (token ids, used as given) or `text` (a str, tokenised with the model's tokenizer or
     `tokenizer`, with its special tokens), cut into windows of `length` tokens; `window` picks one
