@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import UserError
 from ..kernel import check
 from ..numbers import parse_eps
+from . import growth
 from ..search import lattice as lat
 
 EPS_DEFAULT = Fraction(35, 100)
@@ -453,6 +454,27 @@ def causal_plot(law, eps, path):
                     path, legend_size=8, below=True)
 
 
+def run_growth(args, fams, eps):
+    """scale --families causal-real: the growth law on real decoder heads (certkit.commands.growth)."""
+    import shlex
+    if fams != ["causal-real"]:
+        raise ScaleError("--families causal-real runs alone (it loads a model): give it without other families")
+    heads = growth.parse_heads(args.growth_heads)
+    try:
+        ns = sorted({int(t) for t in args.growth_lengths.split(",") if t.strip()})
+    except ValueError:
+        raise ScaleError(f"--growth-lengths: {args.growth_lengths!r} is not a list of integers") from None
+    if len(ns) < 3 or ns[0] < 8:
+        raise ScaleError(f"--growth-lengths: need at least 3 lengths >= 8 to fit the laws, got {args.growth_lengths!r}")
+    if args.workers < 1:
+        raise ScaleError(f"--workers: {args.workers} must be >= 1")
+    command = shlex.join(["certkit", "scale", "--families", "causal-real", "--model", args.model, "--growth-heads",
+                          args.growth_heads, "--growth-lengths", ",".join(map(str, ns)), "--eps", str(eps),
+                          "--workers", str(args.workers), "--out", args.out])
+    rows, _ = growth.run(args.model, heads, ns, eps, args.out, args.workers, None, not args.no_plots, command)
+    return 0 if all(r["lower"] and r["upper"] for r in rows) else 1
+
+
 # ---------------------------------------------------------------- CLI
 def add_arguments(p):
     p.add_argument("--families", default="sphere,ball,interaction,causal",
@@ -466,12 +488,21 @@ def add_arguments(p):
     p.add_argument("--no-crosscheck", action="store_true", help="skip the explicit-matrix cross-check")
     p.add_argument("--causal-lengths", default=",".join(map(str, CAUSAL_NS)), metavar="N,N,...",
                    help="context lengths of the causal family (prefix averaging; default 64..4096, about 3 min)")
+    g = p.add_argument_group("causal-real: the causal growth law on real decoder heads (runs alone; "
+                             "outputs causal-real.{md,csv,png} under --out)")
+    g.add_argument("--model", default="smollm2", help="a decoder: smollm2 (default), a GGUF file or a model folder")
+    g.add_argument("--growth-heads", default=growth.DEFAULT_HEADS, metavar="lL-hH,...",
+                   help=f"the heads (default {growth.DEFAULT_HEADS}: in each third of SmolLM2's layers the heads "
+                        "with the smallest and largest certified upper bound at L = 128)")
+    g.add_argument("--growth-lengths", default=growth.DEFAULT_LENGTHS, metavar="N,N,...",
+                   help=f"context lengths (default {growth.DEFAULT_LENGTHS}; at least 3)")
+    g.add_argument("--workers", type=int, default=1, metavar="N", help="points certified in N processes (default 1)")
 
 
 def parse_options(args):
     """(families, eps) from the command line; ScaleError (a UserError) naming the argument."""
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    known = list(FAMILIES) + ["causal"]
+    known = list(FAMILIES) + ["causal", "causal-real"]
     bad = [f for f in fams if f not in known]
     if bad or not fams:
         raise ScaleError(f"--families: unknown family {bad[0] if bad else '(none)'!r} (choose from {', '.join(known)})")
@@ -502,6 +533,8 @@ def run(args):
     ScaleError (a UserError: the CLI's exit 64); an --out that cannot be a folder, OutputError (73)."""
     from ..search.writer import ensure_folder
     fams, eps = parse_options(args)
+    if "causal-real" in fams:
+        return run_growth(args, fams, eps)
     from tqdm import tqdm
     out = ensure_folder(args.out, "--out")
     cert_dir = os.path.join(out, "certificates")
