@@ -13,7 +13,8 @@ from functools import cached_property
 from fractions import Fraction
 
 from .head import Head
-from .kernel import DEFAULT_ROUTE, Verdict, check, read_json, read_regular
+from .kernel import DEFAULT_ROUTE, Verdict, check
+from .kernel.numerics import read_json, read_regular
 
 
 def sidecar_names(node):

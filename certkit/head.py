@@ -238,7 +238,7 @@ class Head:
     def instance(self):
         """The kernel's instance of this head (the exact numbers a certificate states), built in
         memory with the same checks as a certificate's instance."""
-        from .kernel import make_instance
+        from .kernel.numerics import make_instance
         return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
                              None if self.mask is None else self.mask.json())
 

@@ -21,7 +21,7 @@ import flint
 import mpmath
 import sympy as sp
 
-from ..kernel import arb_down, arb_up
+from ..kernel.numerics import arb_down, arb_up
 from ..symbolic.chain import P_pos, chain, logN_net, rogers, theta, theta_Astar
 from ..symbolic.arb_eval import arb_upper_int, certainly, evaluate_arb, evaluate_mpmath, mpf_fraction
 

@@ -102,4 +102,3 @@ def check_environment():
     if not ok:
         raise FPEnvironmentError("floating-point environment is not IEEE round-to-nearest with "
                                  "gradual underflow (flush-to-zero or a changed rounding mode?)")
-

@@ -16,7 +16,7 @@ import time
 from fractions import Fraction
 
 from ..certificate import Certificate, Sandwich
-from ..kernel import max_row_error
+from ..kernel.numerics import max_row_error
 from ..threads import limited
 from . import lower, upper, writer
 
