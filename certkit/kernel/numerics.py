@@ -1,5 +1,4 @@
-"""The kernel's second face (re-exports, no code): the enclosures, readers and exact numerals
-producers borrow to choose candidates and to predict the kernel; a Verdict comes only from check."""
+"""The kernel's second face, re-exports only: what producers borrow to choose (a Verdict comes only from check)."""
 from .check import kind_and_claim
 from .common import indices
 from .expo import exp_nonpos, EXP_REL, EXP_ABS

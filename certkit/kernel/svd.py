@@ -15,10 +15,9 @@ import numpy as np
 from .fp import U as u, ETA, gamma, inflate, fro_up, arb_up, arb_down
 
 
-def singular_value_bounds(X):
+def singular_value_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted."""
-    if X.shape[0] < X.shape[1]:
-        X = X.T
+    X = X.T if X.shape[0] < X.shape[1] else X
     m, n = X.shape
     Uf, s, Vt = np.linalg.svd(X, full_matrices=False)
     V, I = Vt.T, np.eye(n)
