@@ -22,7 +22,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.kernel import make_instance, max_row_error  # noqa: E402
+from certkit.kernel.numerics import make_instance, max_row_error  # noqa: E402
 
 BLOCK = 256                                  # rows per block, as certkit/kernel/rows.py
 

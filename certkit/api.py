@@ -9,19 +9,30 @@ the kernel about any certificate.  Every eps is exact (certkit.numbers: 0.1 mean
 """
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
+from typing import Any
 
 from .certificate import Certificate, Sandwich
+from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
-from .kernel import DEFAULT_ROUTE, check
+from .kernel import DEFAULT_ROUTE, Verdict, check
 from .numbers import parse_eps, parse_eps_list
+from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited
 
-__all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables"]
+__all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables",
+           "AuditResult", "ScaleResult", "CausalLaw", "CalibrateResult", "TablesResult", "Table"]
+
+EpsLike = str | int | float | Fraction               # an exact number: 0.1 means 1/10 (certkit.numbers)
+Indices = str | int | Sequence[int]                   # "all", "0-6", "0,3,5", 4 or [0, 3, 5]
+Target = str | os.PathLike[str] | Certificate         # a certificate file, a folder of them, or one in memory
+Verdicts = Verdict | list["Verdicts"]                  # verify's answer: a list for a folder or a list
 
 
 @contextmanager
-def needs(extra, what):
+def needs(extra: str, what: str) -> Iterator[None]:
     """Imports inside the block: a missing optional dependency names the extra to install."""
     try:
         yield
@@ -31,7 +42,8 @@ def needs(extra, what):
 
 
 @limited()
-def certify(head, eps, *, peers=(), seed=0, attempts=24):
+def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str] = (), seed: int = 0,
+            attempts: int = 24) -> Sandwich | list[Sandwich]:
     """Certified sandwich lower <= r_eps(A) <= upper for a Head at one eps (a list of eps gives
     a list of Sandwiches).  The lower search (decoding contractions, Frobenius tail) runs first,
     then the upper search (truncated SVD, LP row fits, joint l1 refinement) stops where it meets
@@ -55,7 +67,8 @@ def certify(head, eps, *, peers=(), seed=0, attempts=24):
 
 
 @limited(preload=())
-def verify(target, route=DEFAULT_ROUTE, *, time_limit=None, jobs=1):
+def verify(target: Target | list[Any] | tuple[Any, ...], route: str = DEFAULT_ROUTE, *,
+           time_limit: float | None = None, jobs: int = 1) -> Verdicts:
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
     temporary folder and checked there), a folder (a list: every certificate under it, sorted) or
@@ -78,66 +91,112 @@ def verify(target, route=DEFAULT_ROUTE, *, time_limit=None, jobs=1):
 
 
 @limited()
-def audit(target, eps=None, r="auto", with_torch=True):
-    """Audit the symbolic chain (docs/mathematics.md §7): for a Head at each eps, or for an
-    upper-chain certificate file, one record per (eps, r) with every chain quantity by numpy,
-    torch, the kernel's proven bound, the exact Arb enclosure and mpmath; records with flags
-    mark disagreements (certkit.commands.audit.flags)."""
+def audit(target: Head | str | os.PathLike[str], eps: EpsLike | Sequence[EpsLike] | None = None, *,
+          r: str | int | Sequence[int] = "auto", with_torch: bool = True) -> AuditResult:
+    """Audit the symbolic chain (docs/mathematics.md §7) of a Head at each eps, or of a certificate
+    file (an upper-chain certificate's own witness, else chain witnesses of its head at its eps):
+    every chain quantity by numpy, torch, the kernel's proven bound, the exact Arb enclosure and
+    mpmath.  r: "auto" (the r with the smallest certified R_sym), "all" (0..r_num) or integers.
+    Returns an AuditResult: .rows one per (source, eps, r, quantity), .records `certkit audit
+    --json`'s records, .flags the disagreements (empty when every route agrees)."""
     if isinstance(target, Head) and eps is None:
         raise TypeError("audit: give eps for a Head")
     with needs("search", "audit"):
-        from .commands.audit import audit_certificate, audit_head
+        from .commands.audit import audit_certificate, audit_head, flags
+        from .commands.audit.routes import COLUMNS
     if isinstance(target, Head):
-        return audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
-    return audit_certificate(os.fspath(target), rs=r, with_torch=with_torch)
+        records = audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
+    else:
+        records = audit_certificate(os.fspath(target), rs=r, with_torch=with_torch)
+    columns = [x for c in COLUMNS for x in ((c + "_lo", c + "_hi") if c in _ENCLOSED else (c,))]
+    rows = [{"source": rec["source"], "eps": rec["eps"], "r": rec["r"], "quantity": q["quantity"],
+             **{x: v for c in COLUMNS for x, v in zip(*_split(c, q[c]))}} for rec in records for q in rec["rows"]]
+    return AuditResult(rows=rows, columns=("source", "eps", "r", "quantity", *columns), records=records,
+                       flags=flags(records))
+
+
+_ENCLOSED = ("kernel", "arb")       # the audit's columns holding an enclosure [lo, hi]
+
+
+def _split(column: str, value: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
+    """An audit column's (names, values) in the rows: an enclosure [lo, hi] as column_lo, column_hi
+    (an exact value, such as R_sym, in both); any other column as it is."""
+    if column not in _ENCLOSED:
+        return (column,), (value,)
+    return (column + "_lo", column + "_hi"), tuple(value) if isinstance(value, list) else (value, value)
 
 
 @limited()
-def scale(families=("sphere", "ball", "interaction"), eps="7/20", points=13, tolerance=0.01,
-          out=None, crosscheck=False, causal_lengths=None):
+def scale(families: str | Sequence[str] = ("sphere", "ball", "interaction"), *, eps: EpsLike = "7/20",
+          points: int = 13, tolerance: float = 0.01, out: str | os.PathLike[str] | None = None,
+          crosscheck: bool = False, causal_lengths: Sequence[int] | None = None) -> ScaleResult:
     """The certified scaling laws (docs/mathematics.md §8.2-8.5): per family and dimension,
     parametric lattice certificates over three decades of beta, each VERIFIED by the kernel, and
     the least-squares slope of log M against the theory exponent ((d-1)/2 sphere, d/2 ball, r/2
     interaction); with causal_lengths (e.g. (64, 256, 1024)), certified sandwiches for causal
-    attention at beta = 0 against the context length.  Returns {"points", "slopes", "headline",
-    "crosscheck", "causal"}; certificates go under out/certificates (a temporary folder, removed,
-    when out is None)."""
+    attention at beta = 0 against the context length.  Returns a ScaleResult: .rows the points,
+    .slopes, .headline, .crosscheck, .causal (a CausalLaw or None); certificates go under
+    out/certificates (a temporary folder, removed, when out is None)."""
     e = parse_eps(eps)
     families = [families] if isinstance(families, str) else list(families)
     with needs("search", "scale"):
-        from .commands.scale import FAMILIES, causal_law, crosscheck as crosscheck_, grid, headline, point, slopes
+        from .commands.scale import FAMILIES, POINT_FIELDS, CAUSAL_FIELDS, causal_law, crosscheck as crosscheck_, \
+            grid, headline, point, slopes
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-        base = out or tmp
+        base = tmp if out is None else os.fspath(out)
         cert_dir = os.path.join(base, "certificates")
         os.makedirs(cert_dir, exist_ok=True)
         rows = [point(f, d, x, e, cert_dir) for f in families for d in FAMILIES[f]["dims"] for x in grid(f, points)]
-        return {"points": rows, "slopes": slopes(rows, tolerance), "headline": headline(e, cert_dir),
-                "crosscheck": crosscheck_(e, base) if crosscheck else [],
-                "causal": causal_law(e, cert_dir, tuple(causal_lengths)) if causal_lengths else None}
+        law = causal_law(e, cert_dir, tuple(causal_lengths)) if causal_lengths else None
+        return ScaleResult(rows=rows, columns=tuple(POINT_FIELDS), eps=e, tolerance=tolerance,
+                           slopes=slopes(rows, tolerance), headline=headline(e, cert_dir),
+                           crosscheck=crosscheck_(e, base) if crosscheck else [],
+                           causal=None if law is None else CausalLaw(
+                               rows=law["points"], columns=tuple(CAUSAL_FIELDS), lower_fit=law["lower_fit"],
+                               upper_fit=law["upper_fit"], theory=law["theory"]),
+                           out=None if out is None else base)
 
 
 @limited()
-def calibrate(model="minilm", **grid):
+def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices = "all", heads: Indices = "all",
+              lengths: str | Sequence[int | str] = LENGTHS, multipliers: str | Sequence[EpsLike] = MULTIPLIERS,
+              eps: EpsLike | Sequence[EpsLike] = EPS, out: str | os.PathLike[str] | None = None, workers: int = 1,
+              scheduler: str | None = None, plots: bool = False, progress: bool = False, text: str | None = None,
+              tokens: Sequence[int] | None = None) -> CalibrateResult:
     """The real-model calibration grid (docs/mathematics.md §4-§7 on pretrained heads): per
-    (layer, head, length, multiplier, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
-    sandwich.  Keyword arguments as certkit.commands.calibrate.calibrate; returns {"rows", "summary", "out"}."""
+    (length, layer, head, multiplier m, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
+    sandwich, at beta = m/sqrt(d_head).  model: "minilm", "mpnet" or a local BERT-family folder;
+    layers, heads: "all", "0-6", "0,3,5" or lists of indices; lengths, multipliers, eps: lists or
+    comma-separated text, exact (0.15 means 3/20).  out: the folder of configs, certificates,
+    results.{csv,json} and SUMMARY.md (plots=True adds the figures); finished groups found there
+    are not recomputed; None: a new temporary folder, kept (it holds the certificates the rows
+    name).  workers: processes, or scheduler: a Dask scheduler ("local", "local:N", an address);
+    progress: a bar on stderr.  text (a str) or tokens (token ids): your corpus instead of certkit's
+    built-in text (the first window of each length).  Returns a CalibrateResult (.rows as
+    results.json's, .summary, .out, .meta, .computed, .skipped)."""
     with needs("models", "calibrate"):
         from .commands.calibrate import calibrate as run_grid
-    return run_grid(model=model, **grid)
+    return run_grid(model, layers, heads, lengths, multipliers, eps, out, workers, progress=progress, plots=plots,
+                    scheduler=scheduler, text=text, tokens=tokens)
 
 
 @limited()
-def tables(names=None, out=None, formats=("csv", "md", "tex")):
-    """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r):
-    {name: {"title", "columns", "rows"}} with every value an Arb enclosure [lo, hi] rounded
-    outward beside an mpmath approximation; with out, also written as CSV / Markdown / LaTeX."""
+def tables(names: Sequence[str] | None = None, *, out: str | os.PathLike[str] | None = None,
+           formats: Sequence[str] = ("csv", "md", "tex")) -> TablesResult:
+    """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r),
+    every value an Arb enclosure [lo, hi] rounded outward beside an mpmath approximation: a
+    TablesResult (.tables name -> Table, each with .title, .columns, .rows; .rows every row led by
+    its table's name); with out, also written as CSV / Markdown / LaTeX (`certkit tables`' bytes)."""
     with needs("search", "tables"):
-        from .commands.tables import TABLES, build_tables
-    result = {}
+        from .commands.tables import TABLES, write_table
+    found = {}
     for name, title, fn in TABLES:
         if names is None or name in names:
             columns, rows = fn()
-            result[name] = {"title": title, "columns": columns, "rows": rows}
-    if out is not None:
-        build_tables(out, tuple(formats), names)
-    return result
+            found[name] = Table(rows=[dict(zip(columns, r)) for r in rows], columns=tuple(columns), name=name,
+                                title=title)
+            if out is not None:
+                os.makedirs(out, exist_ok=True)
+                write_table(os.fspath(out), name, title, columns, rows, tuple(formats))
+    return TablesResult(rows=[{"table": t.name, **row} for t in found.values() for row in t.rows],
+                        columns=("table",), tables=found)

@@ -67,7 +67,8 @@ def certificates_under(folder):
     says "format": "certkit-certificate" (a file that is not JSON at all counts: it is a broken
     certificate, MALFORMED), and the other JSON files."""
     from .errors import InputError
-    from .kernel import FORMAT, Malformed, read_json
+    from .kernel import Malformed
+    from .kernel.numerics import FORMAT, read_json
 
     def refuse(e):
         raise InputError(f"{e.filename}: cannot read the folder ({e.strerror})")
@@ -86,7 +87,7 @@ def certificates_under(folder):
 
 def header(path):
     """(kind, relation, bound, eps) from a certificate's header, None each when it cannot be read."""
-    from .kernel import kind_and_claim, read_json
+    from .kernel.numerics import kind_and_claim, read_json
     try:
         kind, c = kind_and_claim(read_json(path)[0])
         return kind.name, c.relation, int(c.bound), str(c.eps)

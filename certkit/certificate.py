@@ -11,12 +11,14 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from fractions import Fraction
+from typing import Any
 
 from .head import Head
-from .kernel import DEFAULT_ROUTE, Verdict, check, read_json, read_regular
+from .kernel import DEFAULT_ROUTE, Verdict, check
+from .kernel.numerics import read_json, read_regular
 
 
-def sidecar_names(node):
+def sidecar_names(node: Any) -> list[str]:
     """File names of the sidecars a certificate document refers to."""
     if isinstance(node, dict):
         if isinstance(node.get("file"), str) and "sha256" in node:
@@ -34,12 +36,13 @@ class Certificate:
     (not part of the certificate).  save() writes the same bytes anywhere: sidecars are named by
     content, so the bytes do not depend on the file name."""
     document: bytes
-    sidecars: dict
+    sidecars: dict[str, bytes]
     verdict: Verdict
-    search: dict = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, path, route=DEFAULT_ROUTE, search=None, verdict=None):
+    def read(cls, path: str, route: str = DEFAULT_ROUTE, search: dict[str, Any] | None = None,
+             verdict: Verdict | None = None) -> "Certificate":
         """The certificate at path with its sidecars and the kernel's Verdict on them: `verdict`
         when the caller already holds the kernel's Verdict on exactly these bytes (the searches:
         certkit.search.writer.write_checked), else the kernel checks them now on `route`."""
@@ -53,32 +56,32 @@ class Certificate:
         return cls(raw, sidecars, verdict if verdict is not None else check(path, route), dict(search or {}))
 
     @cached_property
-    def doc(self):
+    def doc(self) -> dict[str, Any]:
         """The certificate's JSON document, parsed once."""
         return json.loads(self.document)
 
     @property
-    def kind(self):
+    def kind(self) -> str:
         return self.doc["kind"]
 
     @property
-    def relation(self):
+    def relation(self) -> str:
         return self.doc["claim"]["relation"]
 
     @property
-    def bound(self):
+    def bound(self) -> int:
         """The certified bound: r_eps(A) <= bound (upper) or >= bound (lower)."""
         return int(self.doc["claim"]["bound"])
 
     @property
-    def eps(self):
+    def eps(self) -> Fraction:
         return Fraction(self.doc["claim"]["eps"])
 
     @property
-    def claim(self):
+    def claim(self) -> str:
         return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
 
-    def save(self, path):
+    def save(self, path: str) -> str:
         """Write the certificate to path (a .json file) and its sidecars beside it; returns path."""
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
@@ -89,7 +92,7 @@ class Certificate:
             f.write(self.document)
         return path
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Certificate({self.kind}: {self.claim}; {self.verdict.status})"
 
 
@@ -102,26 +105,26 @@ class Sandwich:
     eps: Fraction
     lower: Certificate | None
     upper: Certificate | None
-    peers: dict = field(default_factory=dict)
+    peers: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
-    def bounds(self):
+    def bounds(self) -> tuple[int, int]:
         """(lower, upper) as integers, the trivial bounds where a side has no certificate."""
         return (self.lower.bound if self.lower else 0,
                 self.upper.bound if self.upper else min(self.head.n, self.head.N))
 
-    def save(self, folder, prefix=""):
+    def save(self, folder: str, prefix: str = "") -> dict[str, str]:
         """Write folder/<prefix>lower.json and <prefix>upper.json (those that exist) with their
         sidecars; returns {"lower": path, "upper": path}."""
-        out = {}
+        out: dict[str, str] = {}
         for side in ("lower", "upper"):
             c = getattr(self, side)
             if c is not None:
                 out[side] = c.save(os.path.join(folder, f"{prefix}{side}.json"))
         return out
 
-    def row(self, files=None):
+    def row(self, files: dict[str, str] | None = None) -> dict[str, Any]:
         """The summary row of `certkit certify` (files: {"lower": path, "upper": path})."""
         h, lo, up, files = self.head, self.lower, self.upper, files or {}
         return {"head": h.name, "n": h.n, "N": h.N, "d": h.d, "beta": str(h.beta), "eps": str(self.eps),
@@ -131,6 +134,6 @@ class Sandwich:
                 "lower_file": files.get("lower"), "upper_file": files.get("upper"),
                 "seconds": self.seconds, "peers": self.peers}
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         lo, up = self.bounds
         return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps})"

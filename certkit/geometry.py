@@ -45,7 +45,7 @@ import scipy.optimize
 
 from .head import softmax_rows
 from .numbers import parse_beta
-from .kernel import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
+from .kernel.numerics import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
 
 __all__ = [
     "frame", "visible_dimension", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
@@ -209,7 +209,7 @@ def visible_dimension(Q, K, tol=None, tau_rel=None):
     * ``sigma``: singular values of S (descending), ``S``, ``V``: d x r_num basis of
       V = W_{r_num} (top right singular directions of Z);
     * ``r_exact_lower``: a **certified** lower bound on r_exact: #{k : lo_k > E}, lo_k from
-      certkit.kernel.singular_value_bounds on a float matrix S^ whose exact counterpart
+      certkit.kernel.numerics.singular_value_bounds on a float matrix S^ whose exact counterpart
       has rank <= r_exact, E a rigorous bound on the formation error (see
       _certified_rank_lower); ``E`` and ``sigma_lower`` (the lo_k) are returned too.
 
@@ -602,7 +602,7 @@ def biased_rank_lower(Q, K, beta, bias, weights=None):
     at most sqrt(p) ||g_p mean|X| || + u ||fl result||_F.  Weyl: sigma_k(C) >= lo_k(C^) - E, so the
     rank is >= #{k : lo_k > E}.  beta must be an exact Fraction or OverSqrt."""
     import flint
-    from .kernel import arb_of, arb_up
+    from .kernel.numerics import arb_of, arb_up
     from .numbers import OverSqrt
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)

@@ -15,6 +15,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ class RowMask:
     offset: int = 0
     window: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, v in (("offset", self.offset), ("window", self.window)):
             if v is not None and (isinstance(v, bool) or int(v) != v):
                 raise HeadError(f"mask.{name}: expected an integer, got {v!r}")
@@ -47,29 +48,29 @@ class RowMask:
         object.__setattr__(self, "offset", int(self.offset))
         object.__setattr__(self, "window", None if self.window is None else int(self.window))
 
-    def bounds(self, rows):
+    def bounds(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
         """(lo, hi) per row: the visible keys of row i are lo_i <= j < hi_i."""
         rows = np.asarray(rows, dtype=np.int64)
         hi = rows + self.offset + 1
         lo = np.zeros_like(hi) if self.window is None else hi - self.window
         return lo, hi
 
-    def visible(self, rows, N):
+    def visible(self, rows: Any, N: int) -> np.ndarray:
         """Boolean matrix len(rows) x N: True where key j is visible to row i."""
         lo, hi = self.bounds(rows)
         j = np.arange(N)
         return (j[None, :] >= lo[:, None]) & (j[None, :] < hi[:, None])
 
-    def json(self):
+    def json(self) -> dict[str, str]:
         """The format-1.1 "row_mask" object."""
         return {"offset": str(self.offset)} | ({} if self.window is None else {"window": str(self.window)})
 
-    def __str__(self):
+    def __str__(self) -> str:
         o = f"{self.offset:+d}" if self.offset else ""
         return f"causal(i{o})" if self.window is None else f"window(i{o}, {self.window})"
 
 
-def as_float64(x, what):
+def as_float64(x: Any, what: str) -> np.ndarray:
     """x (numpy array, torch tensor on any device and of any float dtype, nested lists) as a
     float64 numpy array, converted once; HeadError naming `what` for non-numeric input."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):             # a torch tensor (no torch import needed)
@@ -86,7 +87,7 @@ def as_float64(x, what):
 BLOCKED = 1 << 22          # heads with more entries than this get their attention in row blocks
 
 
-def softmax_rows(L):
+def softmax_rows(L: np.ndarray) -> np.ndarray:
     """Row-wise softmax of float logits (entries -inf give 0).  Float, not rigorous: for search,
     peers, audits and reconstruction checks; the kernel never uses it."""
     L = L - np.max(L, axis=1, keepdims=True)
@@ -107,14 +108,14 @@ class Head:
     """
     queries: np.ndarray
     keys: np.ndarray
-    beta: object                           # Fraction | OverSqrt | BetaInterval (exact)
+    beta: Any                              # built from any form parse_beta reads; then Fraction | OverSqrt | BetaInterval
     weights: np.ndarray | None = None
     bias: np.ndarray | None = None
     name: str = "head"
-    provenance: dict = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
     mask: RowMask | None = None            # causal / sliding-window row mask (None: every key visible)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
         if Q.ndim != 2 or K.ndim != 2 or Q.shape[1] != K.shape[1] or 0 in Q.shape or 0 in K.shape:
             raise HeadError(f"queries {Q.shape} and keys {K.shape} must be n x d and N x d with n, N, d >= 1")
@@ -139,9 +140,9 @@ class Head:
             empty = np.flatnonzero(seen[np.maximum(hi, lo)] - seen[lo] == 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
-        for a in (Q, K, w, bias):
-            if a is not None:
-                a.setflags(write=False)
+        for arr in (Q, K, w, bias):
+            if arr is not None:
+                arr.setflags(write=False)
         for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias),
                         ("beta", parse_beta(self.beta)), ("name", str(self.name)),
                         ("provenance", dict(self.provenance or {}))):
@@ -149,7 +150,8 @@ class Head:
 
     # ------------------------------------------------------------ constructors
     @classmethod
-    def from_arrays(cls, queries, keys, beta, *, weights=None, bias=None, name="head", provenance=None, mask=None):
+    def from_arrays(cls, queries: Any, keys: Any, beta: Any, *, weights: Any = None, bias: Any = None, name: str = "head",
+                    provenance: dict[str, Any] | None = None, mask: RowMask | None = None) -> "Head":
         """A head from arrays: numpy, torch (CPU or GPU, any float dtype) or nested lists, each
         converted once to float64.  beta is exact: 2, "1/8", Fraction(1, 8), "1/sqrt(64)",
         OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10).  mask: a
@@ -157,7 +159,7 @@ class Head:
         return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask)
 
     @classmethod
-    def from_file(cls, path, beta=None, name=None):
+    def from_file(cls, path: str | os.PathLike[str], beta: Any = None, name: str | None = None) -> "Head":
         """The head stored in a .npz / .safetensors file (a str or os.PathLike); beta (exact)
         overrides the file's."""
         path = os.fspath(path)
@@ -179,27 +181,27 @@ class Head:
 
     # ------------------------------------------------------------ views
     @property
-    def n(self):
+    def n(self) -> int:
         return self.queries.shape[0]
 
     @property
-    def N(self):
+    def N(self) -> int:
         return self.keys.shape[0]
 
     @property
-    def d(self):
+    def d(self) -> int:
         return self.queries.shape[1]
 
     @property
-    def beta_float(self):
+    def beta_float(self) -> float:
         """A float near beta (search only; certificates state the exact beta)."""
         return float(self.beta)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> "Head":
         """A copy with some fields changed (e.g. head.replace(beta="1/4"))."""
         return dataclasses.replace(self, **changes)
 
-    def logits(self, beta=None, rows=None):
+    def logits(self, beta: Any = None, rows: slice | None = None) -> np.ndarray:
         """Float64 logits beta <q_i, k_j> + log w_j + bias_ij (-inf on dropped columns and masked
         entries), for all rows or the rows slice `rows`."""
         rows = slice(0, self.n) if rows is None else rows
@@ -213,7 +215,7 @@ class Head:
             L[~self.mask.visible(np.arange(self.n)[rows], self.N)] = -np.inf
         return L
 
-    def attention(self, beta=None):
+    def attention(self, beta: Any = None) -> np.ndarray:
         """The float64 attention matrix A (n x N): the one float softmax certkit's searches,
         peers and audits use.  Not rigorous; the kernel recomputes A with proven enclosures.
         Large heads (n N > BLOCKED entries) are computed in row blocks straight into A, so the
@@ -226,7 +228,7 @@ class Head:
             A[s:s + step] = softmax_rows(self.logits(beta, slice(s, s + step)))
         return A
 
-    def beta_json(self):
+    def beta_json(self) -> str | dict[str, list[str]]:
         """beta in certificate format 1.0: an exact numeral, {"over_sqrt": [c, D]} or {"interval": [lo, hi]}."""
         b = self.beta
         if isinstance(b, OverSqrt):
@@ -235,16 +237,16 @@ class Head:
             return {"interval": [numeral(b.lo), numeral(b.hi)]}
         return numeral(b)
 
-    def instance(self):
+    def instance(self) -> Any:
         """The kernel's instance of this head (the exact numbers a certificate states), built in
         memory with the same checks as a certificate's instance."""
-        from .kernel import make_instance
+        from .kernel.numerics import make_instance
         return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
                              None if self.mask is None else self.mask.json())
 
-    def save(self, path):
+    def save(self, path: str) -> str:
         """Write the head file (.npz or .safetensors; beta stored only if it is a binary64)."""
-        arrays = {"Q": self.queries, "K": self.keys}
+        arrays: dict[str, Any] = {"Q": self.queries, "K": self.keys}
         if isinstance(self.beta, Fraction) and Fraction(float(self.beta)) == self.beta:
             arrays["beta"] = np.array(float(self.beta))
         for k in ("weights", "bias"):
@@ -259,7 +261,7 @@ class Head:
             raise HeadError(f"{path}: a head file must be .npz or .safetensors")
         return path
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Head({self.name!r}, n={self.n}, N={self.N}, d={self.d}, beta={self.beta}"
                 + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "")
                 + (f", mask={self.mask}" if self.mask is not None else "") + ")")

@@ -12,11 +12,12 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 from .errors import UserError
 
 
-def exact(x, what="number"):
+def exact(x: object, what: str = "number") -> Fraction:
     """The exact rational value of x (see the module docstring); UserError naming `what` otherwise.
 
     >>> exact("1/8"), exact(0.1), exact("2.5e-3")
@@ -49,7 +50,7 @@ def exact(x, what="number"):
     raise UserError(f"{what}: expected a number, got {type(x).__name__}")
 
 
-def parse_eps(x, what="eps"):
+def parse_eps(x: object, what: str = "eps") -> Fraction:
     """eps in (0, 1), exact.  (For eps >= 1, B = 0 already gives r_eps(A) = 0.)
 
     >>> parse_eps(0.25), parse_eps("1/10")
@@ -61,7 +62,7 @@ def parse_eps(x, what="eps"):
     return e
 
 
-def parse_eps_list(x, what="--eps"):
+def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
     """A list of eps from "0.1,1/4", one number, or an iterable of numbers."""
     parts = [p for p in x.split(",") if p.strip()] if isinstance(x, str) else \
         list(x) if isinstance(x, (list, tuple)) else [x]
@@ -76,10 +77,10 @@ class OverSqrt:
     c: Fraction
     D: Fraction
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.c) / float(self.D) ** 0.5
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.c}/sqrt({self.D})"
 
 
@@ -89,30 +90,31 @@ class BetaInterval:
     lo: Fraction
     hi: Fraction
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float((self.lo + self.hi) / 2)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"[{self.lo}, {self.hi}]"
 
 
+Beta = Fraction | OverSqrt | BetaInterval            # an exact temperature, or an interval of them
 _SQRT = re.compile(r"(.+?)\s*/\s*(?:sqrt\((.+)\)|√\s*(.+))")
 
 
-def parse_beta(x, what="beta"):
+def parse_beta(x: object, what: str = "beta") -> Beta:
     """An exact beta >= 0: a Fraction, an OverSqrt or a BetaInterval.
 
     >>> parse_beta("1/8"), str(parse_beta("1/sqrt(64)")), parse_beta(0.125)
     (Fraction(1, 8), '1/sqrt(64)', Fraction(1, 8))
     """
+    b: Beta
     if isinstance(x, OverSqrt):
         b = OverSqrt(exact(x.c, what), exact(x.D, what))
     elif isinstance(x, BetaInterval):
         b = BetaInterval(exact(x.lo, what), exact(x.hi, what))
         if b.lo > b.hi:
             raise UserError(f"{what}: interval [{b.lo}, {b.hi}] is empty")
-    elif isinstance(x, str) and _SQRT.fullmatch(x.strip()):
-        m = _SQRT.fullmatch(x.strip())
+    elif isinstance(x, str) and (m := _SQRT.fullmatch(x.strip())):
         b = OverSqrt(exact(m.group(1), what), exact(m.group(2) or m.group(3), what))
     else:
         try:
@@ -127,14 +129,14 @@ def parse_beta(x, what="beta"):
     return b
 
 
-def parse_indices(x, what):
+def parse_indices(x: Any, what: str) -> str | list[int]:
     """'all', '0-6', '0,3,5', an int or a list of ints -> 'all' or a sorted list of distinct
     indices >= 0 (checked against the model's layers / heads when it is loaded)."""
     if isinstance(x, str) and x.strip() == "all":
         return "all"
     if isinstance(x, int) and not isinstance(x, bool):
         x = [x]
-    out = set()
+    out: set[int] = set()
     if isinstance(x, str):
         for part in x.split(","):
             part = part.strip()
@@ -158,7 +160,7 @@ def parse_indices(x, what):
     return sorted(out)
 
 
-def numeral(x):
+def numeral(x: int | Fraction | float) -> str:
     """The exact certificate numeral of an int, a Fraction or a binary64 (hex float, exact)."""
     if isinstance(x, _numbers.Integral):
         return str(int(x))
@@ -167,6 +169,6 @@ def numeral(x):
     return float(x).hex()
 
 
-def tag(x):
+def tag(x: object) -> str:
     """A file-name-safe form of an exact number: 1/4 -> 1_4."""
     return str(x).replace("/", "_")

@@ -4,6 +4,7 @@ import doctest
 import importlib
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -133,3 +134,81 @@ def test_a_kept_certificate_is_checked_once(monkeypatch):
     assert len(kept) == 2 and all(c.verdict.status == "VERIFIED" for c in kept)
     assert calls.count("VERIFIED") == len(kept)
     assert len(calls) == len(s.lower.search["tried"]) + 1        # every lower candidate tried, one upper
+
+
+# ---------------------------------------------------------------- results as records
+def test_tables_result_is_frozen_records_with_the_command_lines_bytes(tmp_path):
+    import dataclasses
+    from certkit.results import Table, TablesResult
+    t = certkit.tables(names=["theta_m", "c_m"], out=tmp_path / "t", formats=["csv"])
+    assert isinstance(t, TablesResult) and set(t.tables) == {"theta_m", "c_m"} and isinstance(t["c_m"], Table)
+    for name in ("theta_m", "c_m"):
+        committed = (pathlib.Path(ROOT) / "data" / "tables" / f"{name}.csv").read_text()
+        assert t[name].to_csv() == committed == (tmp_path / "t" / f"{name}.csv").read_text()
+        assert t[name].title and t[name].columns == tuple(committed.splitlines()[0].split(","))
+    assert sorted(os.listdir(tmp_path / "t")) == ["c_m.csv", "theta_m.csv"]
+    assert len(t.rows) == len(t["theta_m"].rows) + len(t["c_m"].rows) == 128 + len(t["c_m"].rows)
+    assert t.rows[0] == {"table": "theta_m", **t["theta_m"].rows[0]} and t.fields()[0] == "table"
+    written = t.to_csv(tmp_path / "all.csv")
+    assert written == (tmp_path / "all.csv").read_text() and written.count("\n") == len(t.rows) + 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.rows = []                                      # type: ignore[misc]
+
+
+def test_audit_result_rows_flatten_the_records():
+    from certkit.results import AuditResult
+    head = certkit.Head.from_arrays(np.eye(4) * 2, np.eye(4) * 2, beta=1, name="eye4")
+    a = certkit.audit(head, eps=["1/2", "1/4"], with_torch=False)
+    assert isinstance(a, AuditResult) and len(a.records) == 2 and a.flags == []
+    assert len(a.rows) == sum(len(rec["rows"]) for rec in a.records)
+    rec = a.records[1]
+    by_q = {row["quantity"]: row for row in a.rows if row["eps"] == rec["eps"]}
+    for q in rec["rows"]:
+        row = by_q[q["quantity"]]
+        assert row["source"] == rec["source"] and row["r"] == rec["r"] and row["numpy_f64"] == q["numpy_f64"]
+        for c in ("kernel", "arb"):
+            want = q[c] if isinstance(q[c], list) else [q[c], q[c]]
+            assert [row[c + "_lo"], row[c + "_hi"]] == want
+    assert a.fields()[:4] == ["source", "eps", "r", "quantity"] and "kernel" not in a.fields()
+    assert a.to_csv().count("\n") == len(a.rows) + 1
+
+
+def test_audit_of_a_certificate_file_and_its_flags():
+    a = certkit.audit(os.path.join(ROOT, "data", "certificates", "gauss-n128-d1-chain.json"), with_torch=False)
+    assert len(a.records) == 1 and a.records[0]["source"].endswith("gauss-n128-d1-chain.json")
+    assert a.flags == [f for rec in a.records for f in rec["flags"]] == []
+
+
+def test_scale_result_keeps_its_certificates_when_asked(tmp_path):
+    law = certkit.scale("sphere", points=3, eps="7/20", out=tmp_path / "s")
+    assert law.out == str(tmp_path / "s") and law.causal is None and law.crosscheck == [] and law.eps == Fraction(7, 20)
+    assert [r["family"] for r in law.rows] == ["sphere"] * 9 and all(r["verdict"] == "VERIFIED" for r in law.rows)
+    for r in law.rows:
+        assert certkit.verify(str(tmp_path / "s" / r["certificate"])).status == "VERIFIED"
+    assert law.to_csv().splitlines()[0].startswith("family,dim,exponent,beta,x,params,M")
+
+
+def test_frame_needs_pandas_and_names_it(monkeypatch):
+    from certkit.results import Records
+    rec = Records(rows=[{"a": 1, "b": None}, {"a": 2, "c": "x"}], columns=("b", "a"))
+    assert rec.fields() == ["b", "a", "c"] and rec.to_csv() == "b,a,c\n,1,\n,2,x\n"
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ModuleNotFoundError, match="needs pandas.*pip install pandas"):
+        rec.frame()
+    import types
+    fake = types.ModuleType("pandas")
+    fake.DataFrame = lambda rows, columns: ("frame", rows, columns)      # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pandas", fake)
+    assert rec.frame() == ("frame", rec.rows, ["b", "a", "c"])
+
+
+@pytest.mark.parametrize("name", ["audit", "scale", "calibrate", "tables"])
+def test_parameters_are_keyword_only_and_checked_by_python(name):
+    import inspect
+    fn = getattr(certkit, name)
+    params = list(inspect.signature(fn).parameters.values())
+    assert all(p.kind is p.KEYWORD_ONLY for p in params[2 if name == "audit" else 1:])
+    assert not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+    assert inspect.signature(fn).return_annotation.__name__.endswith("Result")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        fn(bogus=1)

@@ -163,8 +163,8 @@ def test_calibrate_refreshes_an_old_bridge_and_keeps_the_certificates(tmp_path):
     with open(path, "w") as f:
         json.dump(g, f)
     res = calibrate.calibrate(layers=[0], heads=[2], lengths=[64], multipliers=[1], eps=["1/4"], out=out)
-    assert res["computed"] == 0 and res["skipped"] == 1
-    (row,) = res["rows"]
+    assert res.computed == 0 and res.skipped == 1
+    (row,) = res.rows
     assert row["R_con"] == 999 and row["bridge"] == grid.BRIDGE
     assert {k: v for k, v in row.items() if k not in ("R_con", "seconds")} == \
         {k: v for k, v in new.items() if k not in ("R_con", "seconds")}

@@ -117,11 +117,12 @@ def test_in_memory_calibrate_equals_the_command_line(tmp_path):
     cli = json.loads((out / "results.json").read_text())
     res = calibrate.calibrate(layers=[0], heads="1", lengths=[64], multipliers=[2], eps=0.25, out=str(out / "again"))
     strip = lambda rs: [{k: v for k, v in x.items() if k != "seconds"} for x in rs]
-    assert strip(res["rows"]) == strip(cli["rows"]) and res["summary"]["configurations"] == 1
-    assert res["out"] == str(out / "again") and res["computed"] == 1 and res["skipped"] == 0
+    assert strip(res.rows) == strip(cli["rows"]) and res.summary["configurations"] == 1
+    assert res.out == str(out / "again") and res.computed == 1 and res.skipped == 0
+    assert res.to_csv() == (out / "again" / "results.csv").read_text()
     assert (out / "again" / "SUMMARY.md").exists() and not (out / "again" / "bridge_vs_con_by_m.png").exists()
     res = calibrate.calibrate(layers=[0], heads=[1], lengths=[64], multipliers=["2"], eps=["1/4"], out=str(out))
-    assert res["computed"] == 0 and res["skipped"] == 1 and strip(res["rows"]) == strip(cli["rows"])
+    assert res.computed == 0 and res.skipped == 1 and strip(res.rows) == strip(cli["rows"])
 
 
 def test_a_missing_model_folder_is_a_missing_input(tmp_path):

@@ -7,7 +7,7 @@ import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 from certkit import synthetic
-from certkit.kernel import chain_enclosures as enclosures
+from certkit.kernel.numerics import chain_enclosures as enclosures
 from certkit.search.chain import chain_witness, witness_json
 
 

@@ -107,7 +107,7 @@ def test_published_betas_use_every_exact_form():
 
 def test_head_for_matches_the_published_instance():
     """corpus.head_for rebuilds exactly the instance a published certificate states (weights, bias)."""
-    from certkit.kernel import instance, read_json
+    from certkit.kernel.numerics import instance, read_json
     for name, fam, n, d, beta, eps, kind, extras in corpus.PUBLISHED:
         if not extras:
             continue

@@ -17,7 +17,7 @@ from hypothesis.extra.numpy import arrays
 
 from certkit.errors import InputError, UserError
 from certkit.head import Head, HeadError, softmax_rows
-from certkit.kernel import instance as read_instance, max_row_error, read_json
+from certkit.kernel.numerics import instance as read_instance, max_row_error, read_json
 from certkit.numbers import BetaInterval, OverSqrt
 from certkit.search import writer
 

@@ -1,8 +1,10 @@
 """The trusted kernel imports only the stdlib, numpy and python-flint, and nothing in certkit/
 routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
-the package `certkit.kernel` (its __init__ is the whole public surface), and no module uses another
-module's private (_underscore) names."""
+its two faces: the door `certkit.kernel` (check, Verdict, KINDS, EXIT, the routes, the verdict exceptions)
+and `certkit.kernel.numerics` (re-exports of what producers borrow); no module uses another module's
+private (_underscore) names."""
 import ast
+import inspect
 import pathlib
 import re
 import sys
@@ -62,10 +64,13 @@ def test_trust_md_lists_every_kernel_file_with_its_line_count():
     assert f"({total:,} lines)" in text
 
 
-# ---------------------------------------------------------------- the kernel's one door, no private names
+# ---------------------------------------------------------------- the kernel's two faces, no private names
 PACKAGE = "certkit"
 KERNEL_PKG = "certkit.kernel"
+FACES = {KERNEL_PKG, KERNEL_PKG + ".numerics"}          # the only kernel modules code outside it imports
 SUBMODULES = {f.stem for f in KERNEL.glob("*.py") if f.stem != "__init__"}
+DOOR = {"check", "Verdict", "KINDS", "EXIT", "DEFAULT_ROUTE", "ROUTES", "CHECKER", "Malformed", "Unsupported",
+        "Rejected"}
 
 
 def _module_name(path, root):
@@ -85,10 +90,10 @@ def _absolute(node, path, root):
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _kernel_exports():
-    """Names bound in certkit/kernel/__init__.py (imported there or defined there)."""
+def _kernel_exports(face="__init__.py"):
+    """Names bound in a file of certkit/kernel/ (imported there or defined there)."""
     names = set()
-    for node in ast.parse((KERNEL / "__init__.py").read_text()).body:
+    for node in ast.parse((KERNEL / face).read_text()).body:
         if isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -99,21 +104,22 @@ def _kernel_exports():
 
 
 def kernel_submodule_imports(path, root=ROOT):
-    """[(line, text)] where path imports a kernel submodule instead of the package certkit.kernel."""
-    exported = _kernel_exports()
+    """[(line, text)] where path imports a kernel module other than its two faces, certkit.kernel and
+    certkit.kernel.numerics."""
+    exported = _kernel_exports() | {"numerics"}
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.startswith(KERNEL_PKG + "."):
+                if a.name.startswith(KERNEL_PKG + ".") and a.name not in FACES:
                     found.append((node.lineno, f"import {a.name}"))
         elif isinstance(node, ast.ImportFrom):
             mod = _absolute(node, path, root)
-            if mod.startswith(KERNEL_PKG + "."):
+            if mod.startswith(KERNEL_PKG + ".") and mod not in FACES:
                 found.append((node.lineno, f"from {'.' * node.level}{node.module or ''} import ..."))
             elif mod == KERNEL_PKG:
                 for a in node.names:
-                    if a.name in SUBMODULES and a.name not in exported:
+                    if a.name not in exported:
                         found.append((node.lineno, f"from {'.' * node.level}{node.module or ''} import {a.name}"))
     return found
 
@@ -160,6 +166,11 @@ def test_the_scans_catch_what_they_forbid(tmp_path):
                    "from ..kernel import rule_chain\n"
                    "from .. import kernel\n"
                    "from ..kernel import check, theta_sum, Malformed\n"
+                   "from ..kernel.numerics import theta_sum\n"
+                   "from certkit.kernel.numerics import enclose_all\n"
+                   "import certkit.kernel.numerics\n"
+                   "from ..kernel import numerics\n"
+                   "from ..kernel.numerics.x import y\n"
                    "from certkit.geometry import _frame\n"
                    "from . import lower\n"
                    "from .upper import _svd_rank, svd_rank\n"
@@ -169,7 +180,8 @@ def test_the_scans_catch_what_they_forbid(tmp_path):
     sub = [t for _, t in kernel_submodule_imports(bad, tmp_path)]
     priv = sorted(t for _, t in private_uses(bad, tmp_path))
     assert sub == ["from certkit.kernel.load import ...", "import certkit.kernel.rows",
-                   "from ..kernel.rule_lattice import ...", "from ..kernel import rule_chain"]
+                   "from ..kernel.rule_lattice import ...", "from ..kernel import rule_chain",
+                   "from ..kernel import theta_sum", "from ..kernel.numerics.x import ..."]
     assert priv == sorted(["from certkit.geometry import _frame", "from .upper import _svd_rank",
                            "lower._prune_both", "low._grow_step", "certkit._HOMES", "svd_rank._x"])
 
@@ -185,3 +197,22 @@ def test_no_private_name_is_used_across_modules():
     files = _python_files("certkit", "tests")
     bad = [f"{f.relative_to(ROOT)}:{line}: {text}" for f in files for line, text in sorted(set(private_uses(f)))]
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)
+
+
+def test_the_door_exports_only_what_verifying_needs():
+    """certkit.kernel binds exactly the door's names; everything producers borrow is in the face."""
+    import certkit.kernel
+    import certkit.kernel.numerics
+    assert _kernel_exports() == DOOR
+    assert {n for n, v in vars(certkit.kernel).items() if not n.startswith("_") and not inspect.ismodule(v)} == DOOR
+    assert not DOOR & _kernel_exports("numerics.py")
+    for name in _kernel_exports("numerics.py"):
+        assert getattr(certkit.kernel.numerics, name) is not None
+
+
+def test_the_numerics_face_is_re_exports_only():
+    """numerics.py holds a docstring and relative imports from kernel modules: a face, no code."""
+    body = ast.parse((KERNEL / "numerics.py").read_text()).body
+    assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    assert len(body) > 5 and all(isinstance(n, ast.ImportFrom) and n.level == 1 and n.module in SUBMODULES
+                                 for n in body[1:])

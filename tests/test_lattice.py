@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certkit.kernel import check, lattice_count, theta_sum
+from certkit.kernel import check
+from certkit.kernel.numerics import lattice_count, theta_sum
 from certkit.search import lattice as lat
 from certkit.search.writer import certificate
 from certkit.commands.scale import fit_slope

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 from certkit.errors import USAGE, UserError
-from certkit.kernel import parse_numeral
+from certkit.kernel.numerics import parse_numeral
 from certkit.numbers import BetaInterval, OverSqrt, exact, numeral, parse_beta, parse_eps, parse_eps_list, tag
 
 finite = st.floats(allow_nan=False, allow_infinity=False)

@@ -3,7 +3,8 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, strategies as st
 
-from certkit.kernel import Malformed, exact_float, parse_numeral
+from certkit.kernel import Malformed
+from certkit.kernel.numerics import exact_float, parse_numeral
 from certkit.numbers import numeral
 
 

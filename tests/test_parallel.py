@@ -53,7 +53,7 @@ def test_calibrate_on_a_local_cluster_equals_the_process_pool(tmp_path):
     a = calibrate.calibrate(out=str(tmp_path / "serial"), workers=2, **grid)
     b = calibrate.calibrate(out=str(tmp_path / "dask"), scheduler="local:2", **grid)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
-    assert len(a["rows"]) == 2 and strip(a["rows"]) == strip(b["rows"])
+    assert len(a.rows) == 2 and strip(a.rows) == strip(b.rows)
     for folder, _, files in os.walk(tmp_path / "serial" / "certificates"):
         for f in files:
             twin = os.path.join(str(tmp_path / "dask"), os.path.relpath(os.path.join(folder, f), str(tmp_path / "serial")))

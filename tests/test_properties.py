@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, assume, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from certkit.kernel import EXP_ABS, EXP_REL, arb_of, enclose_all, exp_nonpos, make_instance, singular_value_bounds
+from certkit.kernel.numerics import EXP_ABS, EXP_REL, arb_of, enclose_all, exp_nonpos, make_instance, singular_value_bounds
 
 finite = st.floats(-10, 10, allow_nan=False, allow_infinity=False)
 

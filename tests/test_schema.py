@@ -6,7 +6,8 @@ import os
 import pytest
 from jsonschema import Draft202012Validator
 
-from certkit.kernel import KINDS, Malformed, instance, kind_and_claim, parse_numeral
+from certkit.kernel import KINDS, Malformed
+from certkit.kernel.numerics import instance, kind_and_claim, parse_numeral
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_PATH = os.path.join(ROOT, "certkit", "format", "certificate-1.0.schema.json")

@@ -12,7 +12,7 @@ import sympy as sp
 from hypothesis import given, strategies as st
 
 from certkit.commands import tables
-from certkit.kernel import arb_to_fraction_lower, arb_to_fraction_upper
+from certkit.kernel.numerics import arb_to_fraction_lower, arb_to_fraction_upper
 from certkit.symbolic import (P, P_pos, chain_arb, chain_mpmath, evaluate_arb,
                               evaluate_mpmath, rogers, theta, theta_Astar)
 from certkit.symbolic.arb_eval import LINES, certainly

@@ -19,10 +19,10 @@ from fractions import Fraction
 
 from .. import synthetic
 from ..errors import UserError
-from ..head import Head, RowMask
+from ..head import Head
 from ..numbers import exact, parse_beta, parse_eps_list, tag
 from ..search import writer
-from ..search.sandwich import check_mask_support, sandwich
+from ..search.sandwich import sandwich
 
 EPS_DEFAULT = "1/10,1/4,1/2"
 PEERS_DEFAULT = "svd,nystrom,performer,linformer"
@@ -383,8 +383,6 @@ def run_model(args, eps_list, peers):
     heads = ex.check_indices(None if heads == "all" else heads, info["heads"], "--heads")
     what = (f"--text {args.text}", f"--tokens {args.tokens}", "--length")
     ids, sha, offset = ex.inputs(tok, info, txt, toks, args.length, args.window, what)
-    if info["decoder"]:
-        check_mask_support(Head.from_arrays([[0.0]], [[0.0]], 1, name=f"{info['name']} (decoder)", mask=RowMask(0)))
     from tqdm import tqdm                       # a forward pass at long context can take minutes
     with tqdm(total=len(layers), desc=f"capture {info['name']} (L = {len(ids)})", unit="layer", file=sys.stderr,
               leave=False, disable=not sys.stderr.isatty()) as capturing:

@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from . import growth
 from ..search import lattice as lat
 
 EPS_DEFAULT = Fraction(35, 100)
-FAMILIES = {   # dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
+FAMILIES: dict[str, dict[str, Any]] = {   # dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
     "sphere": {"dims": (2, 3, 4), "lo": 10 ** 4, "hi": 10 ** 7, "chain": (2, 3)},
     "ball": {"dims": (2, 3, 4, 6), "lo": 10 ** 5, "hi": 10 ** 8, "chain": (2, 3), "L": 5},
     "interaction": {"dims": (1, 2, 3, 4), "lo": 300, "hi": 9487, "chain": (1, 2), "L": 5},

@@ -5,7 +5,8 @@ import json
 import os
 
 from ..errors import InputError
-from ..kernel import Malformed, Unsupported, kind_and_claim, read_json
+from ..kernel import Malformed, Unsupported
+from ..kernel.numerics import kind_and_claim, read_json
 
 
 def add_arguments(p):

@@ -21,7 +21,7 @@ import flint
 import mpmath
 import sympy as sp
 
-from ..kernel import arb_down, arb_up
+from ..kernel.numerics import arb_down, arb_up
 from ..symbolic.chain import P_pos, chain, logN_net, rogers, theta, theta_Astar
 from ..symbolic.arb_eval import arb_upper_int, certainly, evaluate_arb, evaluate_mpmath, mpf_fraction
 
@@ -278,21 +278,27 @@ def to_tex(title, head, rows):
     return "\n".join(out) + "\n"
 
 
+def write_table(outdir, name, title, head, rows, formats=FORMATS):
+    """Write one table (column names head, rows of strings) as outdir/<name>.<format> for each
+    format; return the paths written."""
+    texts = {"csv": lambda: to_csv(head, rows), "md": lambda: to_md(title, head, rows),
+             "tex": lambda: to_tex(title, head, rows)}
+    written = []
+    for f in formats:
+        path = os.path.join(outdir, f"{name}.{f}")
+        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(texts[f]())
+        written.append(path)
+    return written
+
+
 def build_tables(outdir="data/tables", formats=FORMATS, names=None):
     """Write every table (or those in `names`) in each format; return the paths written."""
     os.makedirs(outdir, exist_ok=True)
     written = []
     for name, title, fn in TABLES:
-        if names is not None and name not in names:
-            continue
-        head, rows = fn()
-        texts = {"csv": lambda: to_csv(head, rows), "md": lambda: to_md(title, head, rows),
-                 "tex": lambda: to_tex(title, head, rows)}
-        for f in formats:
-            path = os.path.join(outdir, f"{name}.{f}")
-            with open(path, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(texts[f]())
-            written.append(path)
+        if names is None or name in names:
+            written += write_table(outdir, name, title, *fn(), formats)
     return written
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ..batch import Log, Progress, Task, WorkerDied, certificates_under, file_sha256, records, write_summary
 from ..errors import INTERRUPTED, InputError, OutputError, UserError
-from ..kernel import DEFAULT_ROUTE, EXIT, FORMAT, ROUTES
+from ..kernel import DEFAULT_ROUTE, EXIT, ROUTES
+from ..kernel.numerics import FORMAT
 
 
 def positive(kind):

@@ -6,8 +6,8 @@ import signal
 import numpy as np
 
 from .fp import check_environment, FPEnvironmentError
-from .kinds import KINDS, ROUTE_ENCLOSURES
-from .load import read_json, header, claim as read_claim, instance as read_instance
+from .kinds import KINDS, ROUTE_ENCLOSURES, Kind
+from .load import read_json, header, claim as read_claim, instance as read_instance, Claim
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
 CHECKER = "certkit-kernel 1.1"
@@ -16,7 +16,7 @@ ROUTES = (DEFAULT_ROUTE,) + tuple(ROUTE_ENCLOSURES)
 AUTO_ARB = 1 << 20          # route auto: the Arb re-check is tried on instances of at most 2^20 entries
 
 
-def kind_and_claim(doc):
+def kind_and_claim(doc: dict) -> tuple[Kind, Claim]:
     """(kinds-table row, claim) of a parsed certificate: the version gate, the kind, the claim."""
     kind = KINDS[header(doc, KINDS)]
     return kind, read_claim(doc, kind)
@@ -30,7 +30,7 @@ def _alarm(signum, frame):
     raise TimeLimit
 
 
-def check(path, route=DEFAULT_ROUTE, time_limit=None):
+def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None) -> Verdict:
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
     Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED."""

@@ -9,7 +9,7 @@ from .load import array
 from .verdict import Malformed, Rejected
 
 
-def indices(x, path, base_dir, upper, length=None):
+def indices(x: object, path: str, base_dir: str, upper: int, length: int | None = None) -> np.ndarray:
     """An int array with entries in [0, upper)."""
     a = array(x, path, base_dir, (length,), kind="int")
     if a.size and (a.min() < 0 or a.max() >= upper):

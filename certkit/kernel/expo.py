@@ -45,7 +45,7 @@ _k = np.arange(-K_MAX, 1, dtype=np.int32)           # the integer split k = 2^S 
 assert np.array_equal(np.divmod(_k, 1 << S), (_k >> S, np.bitwise_and(_k, (1 << S) - 1, dtype=np.int64)))
 
 
-def exp_nonpos(y, out=None):
+def exp_nonpos(y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Enclosing exp of an array y <= 0 (see module doc).  Writes into `out` (may be y)."""
     r = np.maximum(y, CLAMP, out=out)
     t = np.rint(np.multiply(r, INV_LAM))             # k, integer-valued

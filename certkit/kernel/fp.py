@@ -18,12 +18,12 @@ INFLATE = 1.0 + 2.0 ** -40          # proofs/fp-rounding.md (e): m <= 2^10 round
 TINY = 2.0 ** -800                   # per-op absolute slack for underflow (proofs/fp-rounding.md (e))
 
 
-def gamma(k):
+def gamma(k: int) -> float:
     """An upper bound (as a float) of gamma_k = k u / (1 - k u), valid for k u < 1/2."""
     return float_up(Fraction(k) * Fraction(U) / (1 - Fraction(k) * Fraction(U)))
 
 
-def inflate(x, ops=64):
+def inflate(x: np.ndarray | float, ops: int = 64) -> np.ndarray | float:
     """A true upper bound of a non-negative quantity computed in float from non-negative
     inputs with at most `ops` (<= 2^11) rounded operations in sequence, + - * / sqrt, each
     rounded to nearest (proofs/fp-rounding.md (e)).  Long sums: use sum_up."""
@@ -31,7 +31,7 @@ def inflate(x, ops=64):
     return x * INFLATE + ops * TINY
 
 
-def sum_up(x, axis=None):
+def sum_up(x: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     """Upper bound of the exact sum of a non-negative float array along axis (any summation
     order: |fl(sum) - sum| <= gamma_{n-1} sum)."""
     n = x.size if axis is None else x.shape[axis]
@@ -52,26 +52,26 @@ def float_up(v):
     return f
 
 
-def arb_to_fraction_upper(x):
+def arb_to_fraction_upper(x: flint.arb) -> Fraction:
     """An exact rational >= every point of the Arb ball x."""
     man, exp = x.upper().man_exp()
     return Fraction(int(man)) * Fraction(2) ** int(exp)
 
 
-def arb_to_fraction_lower(x):
+def arb_to_fraction_lower(x: flint.arb) -> Fraction:
     return -arb_to_fraction_upper(-x)              # Arb negation is exact
 
 
-def arb_up(x):
+def arb_up(x: flint.arb) -> float:
     """A binary64 >= every point of the Arb ball x."""
     return float_up(arb_to_fraction_upper(x))
 
 
-def arb_down(x):
+def arb_down(x: flint.arb) -> float:
     return -arb_up(-x) + 0.0                       # Arb negation is exact; + 0.0: never -0.0
 
 
-def arb_of(v):
+def arb_of(v: Fraction | int) -> flint.arb:
     """Exact Arb ball of a Fraction (a point when the denominator is a power of two)."""
     v = Fraction(v)
     return flint.arb(v.numerator) / v.denominator
@@ -102,4 +102,3 @@ def check_environment():
     if not ok:
         raise FPEnvironmentError("floating-point environment is not IEEE round-to-nearest with "
                                  "gradual underflow (flush-to-zero or a changed rounding mode?)")
-

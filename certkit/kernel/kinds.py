@@ -9,7 +9,6 @@ from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule
 # witness) -> (details, beta text) ("parametric"); enclosure None: the route's (ROUTE_ENCLOSURES)
 Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
-
 ROUTE_ENCLOSURES = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
                     "arb": "softmax-enclosure(arb balls)"}
 KINDS = {k.name: k for k in (

@@ -39,7 +39,7 @@ def _reject_constant(name):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def read_regular(path, limit, where, what):
+def read_regular(path: str | os.PathLike[str], limit: int, where: str, what: object) -> bytes:
     """The bytes of the regular file at path (named what), at most limit of them, else Malformed(where): opened
     without blocking (a FIFO cannot hang), its type checked on the open descriptor (no FIFO, device
     or folder), never more than its checked size + 1 bytes read."""
@@ -58,7 +58,7 @@ def read_regular(path, limit, where, what):
     return raw
 
 
-def read_json(path):
+def read_json(path: str | os.PathLike[str]) -> tuple[dict, str]:
     raw = read_regular(path, MAX_FILE, "$", path)
     try:
         text = raw.decode("utf-8")
@@ -138,7 +138,7 @@ def claim(doc, kind):
     return Claim(rel, bound, eps)
 
 
-def array(x, path, base_dir, shape, kind="float"):
+def array(x: object, path: str, base_dir: str, shape: tuple, kind: str = "float") -> np.ndarray:
     """An array given inline (nested lists of numeral strings) or as a sidecar
     {"file", "sha256", "dtype", "shape"}.  shape entries None = free (returned).
     kind "float": float64 exact, finite.  kind "int": int64."""
@@ -300,7 +300,7 @@ class Instance:
         return None if self.weights is None else np.flatnonzero(self.weights > 0)
 
 
-def instance(doc, base_dir):
+def instance(doc: dict, base_dir: str) -> "Instance":
     masks = ["row_mask"] if int(doc["version"].split(".")[1]) >= 1 else []      # format 1.1
     x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"] + masks)
     get = lambda k, shape: array(x[k], f"$.instance.{k}", base_dir, shape) if k in x else None
@@ -310,7 +310,8 @@ def instance(doc, base_dir):
                          x.get("row_mask"))
 
 
-def make_instance(beta_doc, Q, K, weights=None, bias=None, mask_doc=None):
+def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
+                  bias: np.ndarray | None = None, mask_doc: dict | None = None) -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     format-1.1 forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, "$.instance.beta")

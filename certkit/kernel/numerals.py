@@ -18,7 +18,7 @@ _DEC = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\Z")
 _HEX = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?[pP]([+-]?[0-9]+)\Z")
 
 
-def parse_numeral(s, path):
+def parse_numeral(s: object, path: str) -> Fraction:
     """Return the exact rational value of numeral string s; Malformed(path) otherwise."""
     if isinstance(s, bool) or not isinstance(s, str):
         kind = "a JSON float" if isinstance(s, float) else f"a JSON {type(s).__name__}"
@@ -59,7 +59,7 @@ def parse_int(s, path, lo=None, hi=None):
     return v
 
 
-def exact_float(v, path):
+def exact_float(v: Fraction, path: str) -> float:
     """The binary64 number equal to the rational v; Malformed if v is not exactly representable."""
     try:
         f = float(v)

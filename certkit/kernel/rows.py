@@ -19,7 +19,9 @@ import flint
 import numpy as np
 
 from .expo import exp_nonpos, EXP_REL, EXP_ABS
+from .common import Decoder
 from .fp import U, ETA, gamma, inflate, float_up, arb_up
+from .load import Instance
 from .verdict import Rejected
 
 BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk
@@ -157,7 +159,7 @@ def max_row_bound(inst, route, row_bound):
     return worst, worst_row
 
 
-def enclose_all(inst, rows=None, route="fast", dec=None):
+def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: Decoder | None = None) -> tuple:
     """(idx, m, rho) of the requested rows; with a Decoder dec, (idx, fl(m G), rho + its error) block by block."""
     parts = [(i, m, r) if dec is None else (i, *dec.apply(m, r)) for i, m, r in enclose(inst, rows, route)]
     if not parts:

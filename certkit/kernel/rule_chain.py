@@ -21,7 +21,7 @@ import numpy as np
 
 from .common import finite
 from .fp import U, ETA, gamma, inflate, float_up, fro_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
-from .load import array, obj
+from .load import array, obj, Instance
 from .verdict import Malformed, Rejected, Unsupported
 
 FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_query_centre",
@@ -68,7 +68,7 @@ def _complement(X, P, EP, F):
     return Y, inflate(inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2) + 2 * U * np.abs(Y), 3)
 
 
-def read_witness(w, d, base_dir):
+def read_witness(w: dict, d: int, base_dir: str) -> tuple:
     w = obj(w, "$.witness", [], FIELDS)
     if len({f in w for f in FIELDS[:3]}) > 1:
         raise Malformed("$.witness", "basis, query_centre and key_centre go together")
@@ -84,7 +84,8 @@ def read_witness(w, d, base_dir):
     return W, c, e, E, c1, c2
 
 
-def geometry(inst, W, c, e, E, c1, c2):
+def geometry(inst: Instance, W: np.ndarray, c: np.ndarray, e: np.ndarray, E: np.ndarray, c1: np.ndarray,
+             c2: np.ndarray) -> dict:
     """Proven float upper bounds of rho_Q, rho_K, delta/omega per block, the orthogonality
     term, osc(bias) and the total oscillation osc (beta included) of the residual logits."""
     K = inst.K if inst.kept is None else inst.K[inst.kept]
@@ -137,7 +138,7 @@ def P(m, y):
     return 2 * sum((math.comb(m, k) * y ** (m - k) for k in range(1, m + 1, 2)), flint.arb(0))
 
 
-def chain(g, eps, n):
+def chain(g: dict, eps: Fraction, n: int) -> tuple:
     """docs/mathematics.md §7.2 F2-F12 in Arb from the geometry g: dict of Arb balls and R_sym (int)."""
     out = {"tau": None, "epsp": None, "Gamma": None, "eta": None, "S": None}
     cap = min(n, g["N"])
@@ -166,7 +167,7 @@ def chain(g, eps, n):
         return out, min(cap, bound), "net"
 
 
-def enclosures(inst, eps, witness, base_dir):
+def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str) -> dict:
     """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
     if inst.mask is not None:
         raise Unsupported("upper-chain on a row-masked instance: the chain theorems assume one key set "

@@ -14,12 +14,12 @@ import numpy as np
 
 from .common import arb_row_l1, certainly_le, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
-from .load import array, obj
+from .load import array, obj, Instance
 from .rows import max_row_bound
 from .verdict import Rejected
 
 
-def max_row_error(inst, Uf, V, route="fast"):
+def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast") -> tuple[float, int]:
     """(e, i): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1 and the row attaining it."""
     k = Uf.shape[1]
     Vt = np.ascontiguousarray(V.T)

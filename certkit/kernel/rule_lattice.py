@@ -45,7 +45,7 @@ def _gauss_sum(mu, lo, hi):
     return sum(((-m * n * n) / 2).exp() for n in range(max(lo, -TERMS), min(hi, TERMS) + 1))
 
 
-def theta_sum(mu):
+def theta_sum(mu: Fraction | int) -> flint.arb:
     """An Arb ball containing theta_mu = sum_{n in Z} e^{-mu n^2/2}."""
     m, t = arb_of(mu), TERMS + 1
     tail = 2 * ((-m * t * t) / 2).exp() / (1 - (-m * t).exp())
@@ -61,7 +61,7 @@ def _isqrt(v):
     return s
 
 
-def lattice_count(k, m):
+def lattice_count(k: int, m: int) -> int:
     """#{u in Z^k : |u|^2 <= m} for an integer m >= 0, exact."""
     if k == 0:
         return 1

@@ -15,14 +15,12 @@ import numpy as np
 from .fp import U as u, ETA, gamma, inflate, fro_up, arb_up, arb_down
 
 
-def singular_value_bounds(X):
+def singular_value_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted."""
-    if X.shape[0] < X.shape[1]:
-        X = X.T
+    X = X.T if X.shape[0] < X.shape[1] else X
     m, n = X.shape
     Uf, s, Vt = np.linalg.svd(X, full_matrices=False)
-    V = Vt.T
-    I = np.eye(n)
+    V, I = Vt.T, np.eye(n)
 
     def ortho_defect(W, k):
         G = W.T @ W - I
@@ -30,9 +28,8 @@ def singular_value_bounds(X):
         return inflate(fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
 
     aU, aV = ortho_defect(Uf, m), ortho_defect(V, n)
-    XV = X @ V
     Us = Uf * s
-    R = XV - Us
+    R = X @ V - Us
     rho = inflate(fro_up(R) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
                   + np.sqrt(m * n) * n * ETA + u * fro_up(Us) + np.sqrt(m * n) * ETA, 6)
     if not (aU < 0.5 and aV < 0.5):

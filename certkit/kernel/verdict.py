@@ -11,7 +11,7 @@ EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3, "INTERNA
 class Malformed(Exception):
     """The certificate is not a well-formed format-1.0 document: JSON path + what is wrong."""
 
-    def __init__(self, path, what):
+    def __init__(self, path: str, what: str) -> None:
         super().__init__(f"{path}: {what}")
         self.path, self.what = path, what
 
@@ -24,7 +24,7 @@ class Unsupported(Exception):
 class Rejected(Exception):
     """A recomputed enclosure does not certainly support the claim: step/rule + both numbers."""
 
-    def __init__(self, step, detail):
+    def __init__(self, step: str, detail: str) -> None:
         super().__init__(f"{step}: {detail}")
         self.step, self.detail = step, detail
 
@@ -36,8 +36,8 @@ class Verdict:
     details: dict = field(default_factory=dict)
 
     @property
-    def exit_code(self):
+    def exit_code(self) -> int:
         return EXIT[self.status]
 
-    def line(self):
+    def line(self) -> str:
         return f"{self.status:<11} {self.message}"

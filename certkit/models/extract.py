@@ -24,7 +24,9 @@ import io
 import os
 import sys
 import zipfile
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -830,8 +832,9 @@ def inputs(tok, info, text=None, tokens=None, length=128, window=0, what=("text"
 
 
 @limited()
-def heads_from_model(model_or_dir, text=None, tokens=None, length=128, layers=None, heads=None, multiplier=1,
-                     dtype="float32", *, window=0, tokenizer=None):
+def heads_from_model(model_or_dir: Any, text: str | None = None, tokens: Any = None, length: int = 128,
+                     layers: Sequence[int] | None = None, heads: Sequence[int] | None = None, multiplier: Any = 1,
+                     dtype: str = "float32", *, window: int = 0, tokenizer: Any = None) -> list[Head]:
     """The attention heads of a transformer as certkit Heads, at beta = multiplier x the model's
     own scale (exact; 1 is the model).
 

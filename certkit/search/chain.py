@@ -11,7 +11,7 @@ The witness does not depend on beta: only the kernel's chain (and so R_sym) does
 import numpy as np
 
 from .. import geometry
-from ..kernel import chain, chain_geometry, chain_witness as read_witness
+from ..kernel.numerics import chain, chain_geometry, chain_witness as read_witness
 from ..numbers import numeral, parse_eps
 
 

@@ -17,7 +17,8 @@ import flint
 import numpy as np
 
 from ..head import Head
-from ..kernel import FORMAT, KINDS, arb_down, arb_of, arb_up, lattice_count, theta_sum
+from ..kernel import KINDS
+from ..kernel.numerics import FORMAT, arb_down, arb_of, arb_up, lattice_count, theta_sum
 from ..numbers import numeral, tag
 from . import writer
 

@@ -3,7 +3,7 @@
 A = row-softmax(beta Q K^T + log w_j + bias_ij) is n x N (A = h.attention() for a certkit.Head h).
 Each peer maps (A, h, k, seed) to float64 factors U (n x k), V (N x k) with B = U V^T, the
 approximations practitioners use in place of a certified search.  A peer's own claim about its
-error means nothing here: only the kernel's certified row error (certkit.kernel.max_row_error)
+error means nothing here: only the kernel's certified row error (certkit.kernel.numerics.max_row_error)
 makes a reported rank honest.
 """
 import time
@@ -12,7 +12,8 @@ import numpy as np
 import scipy.linalg
 
 from ..head import softmax_rows
-from ..kernel import max_row_error, Rejected
+from ..kernel import Rejected
+from ..kernel.numerics import max_row_error
 
 
 def _rank_limit(name, k, limit):

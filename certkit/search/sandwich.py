@@ -16,21 +16,11 @@ import time
 from fractions import Fraction
 
 from ..certificate import Certificate, Sandwich
-from ..head import RowMask
-from ..kernel import Unsupported, max_row_error
+from ..kernel.numerics import max_row_error
 from ..threads import limited
 from . import lower, upper, writer
 
 LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
-
-
-def check_mask_support(head):
-    """The kernel's Unsupported unless head's row mask is one a certificate states (format 1.1,
-    "row_mask": a certkit.RowMask, or no mask): never a certificate about the unmasked matrix of a
-    masked head."""
-    if head.mask is not None and not isinstance(head.mask, RowMask):
-        raise Unsupported(f"head {head.name}: a row mask {head.mask!r} that is not a certkit.RowMask "
-                          f"cannot be stated in a certificate")
 
 
 def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True):
@@ -90,8 +80,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     certificates held in memory, each checked once; None where the search found none), with the
     peers' smallest k.  A, inst: head.attention() and head.instance() when the caller shares them
     between eps.  provenance: extra string/integer fields for the certificates' provenance (a model
-    head's model, layer, head, ...); shared: see certify_lower.  check_mask_support first."""
-    check_mask_support(head)
+    head's model, layer, head, ...); shared: see certify_lower."""
     t0 = time.perf_counter()
     A = head.attention() if A is None else A
     inst = head.instance() if inst is None else inst

@@ -9,7 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel import KINDS, FORMAT, check
+from ..kernel import KINDS, check
+from ..kernel.numerics import FORMAT
 from ..numbers import numeral
 
 INLINE_LIMIT = 4096

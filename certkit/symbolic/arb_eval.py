@@ -22,7 +22,7 @@ import flint
 import mpmath
 import sympy as sp
 
-from ..kernel import arb_to_fraction_upper
+from ..kernel.numerics import arb_to_fraction_upper
 from .chain import chain
 
 __all__ = ["evaluate_arb", "evaluate_mpmath", "chain_arb", "chain_mpmath", "arb_upper_int",

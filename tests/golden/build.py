@@ -26,8 +26,9 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from certkit import corpus  # noqa: E402
-from certkit.kernel import KINDS, array, check, indices, kind_and_claim, read_json  # noqa: E402
-from certkit.kernel import instance as read_instance  # noqa: E402
+from certkit.kernel import KINDS, check  # noqa: E402
+from certkit.kernel.numerics import array, indices, kind_and_claim, read_json  # noqa: E402
+from certkit.kernel.numerics import instance as read_instance  # noqa: E402
 from certkit.numbers import BetaInterval, OverSqrt, numeral  # noqa: E402
 from certkit.search import lower  # noqa: E402
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 import flint
 import mpmath
 
-from ...kernel import arb_to_fraction_lower, arb_to_fraction_upper
+from ...kernel.numerics import arb_to_fraction_lower, arb_to_fraction_upper
 from ...symbolic.arb_eval import mpf_fraction
 from .routes import GEOMETRY, LOWER, QUANTITIES
 

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 from ...errors import InputError, UserError
 from ...head import Head
-from ...kernel import Malformed, Unsupported, chain_witness as read_witness, instance, kind_and_claim, \
-    parse_numeral, read_json
+from ...kernel import Malformed, Unsupported
+from ...kernel.numerics import chain_witness as read_witness, instance, kind_and_claim, parse_numeral, read_json
 from ...numbers import BetaInterval, OverSqrt, parse_eps_list
 from . import compare, routes
 

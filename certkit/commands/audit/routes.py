@@ -26,7 +26,7 @@ from scipy.spatial.distance import pdist
 
 from ... import geometry
 from ...head import Head, softmax_rows
-from ...kernel import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
+from ...kernel.numerics import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
 from ...symbolic import float_chain
 from ...symbolic.arb_eval import chain_arb, chain_mpmath
 

@@ -70,11 +70,10 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 @limited()
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
               out=None, workers=1, progress=False, plots=False, scheduler=None, text=None, tokens=None):
-    """Run (or resume) the calibration grid of a pretrained encoder and return
-    {"rows": one dict per (length, layer, head, multiplier, eps) as in results.json,
-     "summary": the statistics (report.statistics), "out": the folder used,
-     "meta": model, grid and reconstruction errors, "computed": groups computed now,
-     "skipped": groups already in out}.
+    """Run (or resume) the calibration grid of a pretrained encoder: a certkit.results.CalibrateResult,
+    its rows one dict per (length, layer, head, multiplier, eps) as in results.json, with .summary (the
+    statistics, report.statistics), .out (the folder used), .meta (model, grid and reconstruction
+    errors), .computed (groups computed now) and .skipped (groups already in out).
 
     model: 'minilm', 'mpnet' or a local BERT-family folder; layers, heads: 'all', '0-6', '0,3,5' or
     lists; lengths, multipliers (beta = m/sqrt(d_head)), eps: lists or comma-separated text, exact.
@@ -88,7 +87,8 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     is refused)."""
     from ...search.writer import check_folder
     from .grid import run_grid
-    from .report import write_summary
+    from ...results import CalibrateResult
+    from .report import csv_fields, write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
     from ...parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
@@ -96,7 +96,8 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler,
                                    text=text, tokens=tokens)
     rows, summary = write_summary(out, plots)
-    return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
+    return CalibrateResult(rows=rows, columns=tuple(csv_fields(rows)), summary=summary, out=out, meta=meta,
+                           computed=done, skipped=skipped)
 
 
 # ---------------------------------------------------------------- command line
@@ -145,8 +146,8 @@ def run(args):
     except KeyboardInterrupt:
         print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
         return 130
-    s, rec = res["summary"], res["meta"]["reconstruction"]
-    print(f"{res['meta']['model']}: {res['computed']} groups computed, {res['skipped']} already done; "
+    s, rec = res.summary, res.meta["reconstruction"]
+    print(f"{res.meta['model']}: {res.computed} groups computed, {res.skipped} already done; "
           f"{s['configurations']} configurations in {out}")
     print("reconstruction max |diff|: " + ", ".join(
         f"L={r['L']} {'float64' if 'max_abs_diff_float64_model' in r else 'float32'} "

@@ -698,12 +698,17 @@ def load(out):
         return meta, json.load(f)["rows"], []
 
 
+def csv_fields(rows):
+    """The columns of results.csv: FIELDS, without the bias-aware bridge's when no row has it."""
+    return FIELDS if has_bias_bridge(rows) else [f for f in FIELDS if f not in BIAS_FIELDS]
+
+
 def write_summary(out, with_plots=True):
     """Rebuild results.csv, results.json, SUMMARY.md (and the figures) of out from its meta.json and
     finished configs; returns (rows, statistics)."""
     meta, rows, curves = load(out)
     s = statistics(rows)
-    fields = FIELDS if has_bias_bridge(rows) else [f for f in FIELDS if f not in BIAS_FIELDS]
+    fields = csv_fields(rows)
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
