@@ -26,11 +26,12 @@ def certkit(args, threads=None):
 
 
 def files_of(folder):
-    """{relative path: bytes} of every certificate and sidecar under folder (summaries hold timings)."""
+    """{relative path: bytes} of every certificate and sidecar under folder (summaries and a head's
+    rows.json hold timings)."""
     out = {}
     for dirpath, _, names in os.walk(folder):
         for n in names:
-            if not n.startswith("summary.") and not n.startswith("."):
+            if not n.startswith("summary.") and not n.startswith(".") and n != "rows.json":   # rows hold timings
                 path = os.path.join(dirpath, n)
                 out[os.path.relpath(path, folder)] = Path(path).read_bytes()
     return out
