@@ -19,7 +19,7 @@ import time
 from .. import synthetic
 from ..errors import UserError
 from ..head import Head, RowMask
-from ..numbers import exact, parse_beta, parse_eps_list, tag
+from ..numbers import brief, exact, parse_beta, parse_eps_list, tag
 from ..search import writer
 from ..search.sandwich import check_mask_support, sandwich
 
@@ -65,7 +65,8 @@ def parse_synthetic(spec):
 
 def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
-    A, inst = head.attention(), head.instance()
+    inst = head.instance()           # first: a head no certificate can state is a user error
+    A = head.attention()
     rows, shared = [], {}
     for eps in eps_list:
         s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared)
@@ -194,7 +195,7 @@ def run(args):
         if not args.json:
             for r in new:
                 peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                print(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
+                print(f"{r['head']}  eps={brief(r['eps'])}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
                       f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]")
     if args.json:
         json.dump(rows, sys.stdout, indent=1)

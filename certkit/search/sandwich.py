@@ -93,8 +93,8 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     head's model, layer, head, ...); shared: see certify_lower.  check_mask_support first."""
     check_mask_support(head)
     t0 = time.perf_counter()
+    inst = head.instance() if inst is None else inst      # first: a head no certificate states is a HeadError
     A = head.attention() if A is None else A
-    inst = head.instance() if inst is None else inst
     prov = {"producer": "certkit certify", "head": head.name, "n": head.n, "N": head.N, "d": head.d}
     prov.update({k: v for k, v in (provenance or {}).items()
                  if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
