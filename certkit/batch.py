@@ -10,7 +10,7 @@ a record repeats the kernel's Verdict (status, exit code, message, details) and 
 certificate's header (kind, relation, bound, eps, read without checking), its sha256 and the time.
 
 Worker processes are started with "spawn", import the kernel once, run one BLAS thread each and
-ignore SIGINT; each check runs in a worker's main thread, so the kernel's time limit (SIGALRM)
+ignore SIGINT and end with their parent (certkit.parallel.die_with_parent); each check runs in a worker's main thread, so the kernel's time limit (SIGALRM)
 works there.  At most `WINDOW` tasks per worker are in flight, so memory stays bounded over any
 number of files; done(result) sees each result as soon as it arrives (the --log is written in the
 order the checks finish).  If the consumer stops (Ctrl-C in the parent, a closed pipe: the iterator
@@ -122,10 +122,11 @@ def check_verdict(path, route=DEFAULT_ROUTE, time_limit=None):
     return check(path, route=route, time_limit=time_limit)
 
 
-def _init_worker():
-    """Worker start: Ctrl-C is the parent's to handle; the kernel is imported once, here."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _init_worker(parent):
+    """Worker start: the worker ends with its parent (certkit.parallel.init_worker), Ctrl-C is the
+    parent's to handle; the kernel is imported once, here."""
+    from .parallel import init_worker
+    init_worker(parent, ignore_sigint=True)
     from . import kernel  # noqa: F401
 
 
@@ -161,7 +162,8 @@ def ordered(function, items, args=(), jobs=1, done=None):
     main = threading.current_thread() is threading.main_thread()
     old_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True)) if main else None
     with limited(preload=()):
-        pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+        pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                      initargs=(os.getpid(),))
 
         def submit(n):
             for item in itertools.islice(items, n):
