@@ -301,12 +301,9 @@ class Log:
 
 
 def write_summary(path, summary):
-    """Write the --summary JSON object atomically (a reader never sees half of it)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write the --summary JSON object atomically (a reader never sees half of it; certkit.outputs)."""
+    from .outputs import write_json
+    write_json(path, summary)
 
 
 # ---------------------------------------------------------------- progress line (a terminal only)

@@ -1,4 +1,4 @@
-"""Issue 30, item 2: numeric input through certify and the API.  Every case is a one-line user
+"""Numeric input through certify and the API.  Every case is a one-line user
 error (certkit.errors.UserError; exit 64 on the command line) or a sound result, within seconds:
 no kernel Malformed/Unsupported escaping, no OverflowError, no hang, no crash in the search."""
 import os

@@ -1,4 +1,4 @@
-"""Issue 30, item 3: after kill -9 of the parent, the worker processes of `verify --jobs 2`
+"""After kill -9 of the parent, the worker processes of `verify --jobs 2`
 (certkit.batch) and of calibrate / certify --model --workers 2 (certkit.parallel) exit within a
 few seconds instead of running on, reparented (PR_SET_PDEATHSIG on Linux, a parent check
 elsewhere)."""

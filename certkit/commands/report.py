@@ -21,6 +21,7 @@ import sys
 from fractions import Fraction
 
 from ..errors import InputError, UserError
+from ..outputs import write_atomic
 from .figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
 
 ROW_LIMIT = 400
@@ -373,10 +374,7 @@ def build(folder, out=None, row_limit=ROW_LIMIT):
     title, body, nfig, nrows = {"calibrate": calibrate_html, "certify": certify_html, "scale": scale_html}[kind](
         folder, row_limit)
     out = os.path.join(folder, "report.html") if out is None else os.fspath(out)
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page(title, body))
-    os.replace(tmp, out)
+    write_atomic(out, page(title, body))
     return {"kind": kind, "path": out, "figures": nfig, "rows": nrows}
 
 

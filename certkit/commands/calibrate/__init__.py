@@ -69,7 +69,7 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 # ---------------------------------------------------------------- in memory
 @limited()
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
-              out=None, workers=1, progress=False, plots=False, scheduler=None):
+              out=None, workers=1, progress=False, plots=False, scheduler=None, wait=False):
     """Run (or resume) the calibration grid of a pretrained encoder and return
     {"rows": one dict per (length, layer, head, multiplier, eps) as in results.json,
      "summary": the statistics (report.statistics), "out": the folder used,
@@ -82,7 +82,9 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     the figures, PNG + PDF + SVG: report.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
-    address; certkit.parallel), with identical results; progress: a tqdm bar on stderr."""
+    address; certkit.parallel), with identical results; progress: a tqdm bar on stderr.  The folder
+    is locked while the run writes there (certkit.outputs.FolderLock): another run into it raises
+    OutputError, or with wait=True waits for it."""
     from ...search.writer import check_folder
     from .grid import run_grid
     from .report import write_summary
@@ -90,8 +92,14 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     from ...parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
     out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else check_folder(os.fspath(out), "out")
-    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler)
-    rows, summary = write_summary(out, plots)
+    from ...outputs import FolderLock
+    lock = FolderLock(out, "--out", wait)           # taken by run_grid once the folder exists
+    try:
+        done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress,
+                                       scheduler, lock)
+        rows, summary = write_summary(out, plots)
+    finally:
+        lock.release()
     return {"rows": rows, "summary": summary, "out": out, "meta": meta, "computed": done, "skipped": skipped}
 
 
@@ -111,6 +119,8 @@ def add_arguments(p):
                    help="run the groups on Dask distributed instead: local or local:N (a LocalCluster of N "
                         "workers) or a running scheduler's address, e.g. tcp://host:8786 (needs the 'dask' extra)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
+                   "to end (default: refuse, exit 73; a folder never mixes two runs)")
 
 
 def run(args):
@@ -127,7 +137,8 @@ def run(args):
     layers, heads, lengths, mults, eps_list, workers = opts
     try:
         res = calibrate(args.model, layers, heads, lengths, mults, eps_list, out, workers,
-                        progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler)
+                        progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler,
+                        wait=getattr(args, "wait", False))
     except KeyboardInterrupt:
         print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
         return 130
