@@ -290,8 +290,13 @@ class Log:
         return self
 
     def write(self, record):
-        self._out.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        self._out.flush()
+        """Append one record; an OSError (a full disk) is an OutputError naming the log."""
+        try:
+            self._out.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+            self._out.flush()
+        except OSError as e:
+            from .outputs import cannot_write
+            raise cannot_write(f"--log {self.path}", e) from None
         self.written += 1
 
     def close(self):

@@ -122,3 +122,39 @@ def test_calibrate_takes_the_lock_once_its_folder_exists(tmp_path, monkeypatch):
     cal.calibrate(out=str(out), layers="0", heads="0", lengths="64", multipliers="1", eps="1/4")
     assert seen["locked"]
     FolderLock(out).acquire().release()                  # released at the end
+
+
+@pytest.mark.parametrize("victim", ["summary.json", "summary.csv", ".lower.json"])
+def test_a_full_disk_names_the_file(tmp_path, monkeypatch, capsys, victim):
+    """ENOSPC while certify writes a certificate or a summary: one line naming that file, exit 73."""
+    import errno
+    from certkit import cli, outputs
+    real = outputs.tempfile.NamedTemporaryFile
+
+    class Full:
+        def __init__(self, f):
+            self.f, self.name = f, f.name
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    def fake(*a, prefix="", **k):
+        f = real(*a, prefix=prefix, **k)
+        return Full(f) if prefix.startswith(".") and victim in prefix else f
+    monkeypatch.setattr(outputs.tempfile, "NamedTemporaryFile", fake)
+    out = tmp_path / "out"
+    code = cli.main(["certify", "--synthetic", "gaussian:n=12,d=3,beta=1,seed=0", "--eps", "1/4", "--peers", "none",
+                     "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 73 and len(err) == 1, err
+    assert victim in err[0] and str(out) in err[0] and "the disk is full" in err[0]
+    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]          # no temporary file left behind
