@@ -132,7 +132,10 @@ COMMANDS = {
     "show": Command(
         "print a certificate's canonical claim without checking it",
         "Print the canonical claim, kind, instance shapes and sha256 of a certificate without checking it.",
-        "Exit status: 0 printed, 2 MALFORMED header, 3 UNSUPPORTED version or kind, 64 bad usage, 66 no such file.",
+        "Exit status: 0 printed, 2 MALFORMED header, 3 UNSUPPORTED version or kind, 64 bad usage, 66 no such file.\n"
+        "Examples:\n  certkit show data/certificates/clustered-n64-weights-factor.json\n"
+        "  certkit show /tmp/c/<head>/eps-1_4.lower.json      (a certificate written by certkit certify --out /tmp/c)\n"
+        "  certkit show CERT.json && certkit verify CERT.json   (what it claims, then whether the kernel agrees)",
         "certkit.commands.show"),
     "audit": Command(
         "chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
@@ -213,7 +216,10 @@ COMMANDS = {
         "[lo, hi] rounded outward, next to a non-rigorous mpmath approximation. Deterministic: reruns are "
         "byte-identical.",
         "Exit status: 0 written, 4 internal error, 64 bad usage, 69 the 'search' extra is not installed, "
-        "73 --out cannot be written.",
+        "73 --out cannot be written.\n"
+        "Examples:\n  certkit tables                           (all formats into data/tables)\n"
+        "  certkit tables --format md --out /tmp/t  (Markdown only, into /tmp/t)\n"
+        "  certkit tables --format tex --out paper/tables",
         "certkit.commands.tables", extras=("search",)),
 }
 
