@@ -19,6 +19,7 @@ Goals: n = 4096 <= 60 s, n = 8192 <= 5 min, n = 16384 <= 20 min, peak memory
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,8 @@ def run_once(root, n, timeout):
         p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+    finally:
+        shutil.rmtree(out, ignore_errors=True)          # the certificates are not kept
     seconds = time.perf_counter() - t0
     peak = [int(line.split()[1]) for line in p.stderr.splitlines() if line.startswith("PEAK_KB")]
     try:
@@ -102,6 +105,7 @@ def main():
     finally:
         if base:
             subprocess.run(["git", "-C", HERE, "worktree", "remove", "--force", base], capture_output=True)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ a record repeats the kernel's Verdict (status, exit code, message, details) and 
 certificate's header (kind, relation, bound, eps, read without checking), its sha256 and the time.
 
 Worker processes are started with "spawn", import the kernel once, run one BLAS thread each and
-ignore SIGINT; each check runs in a worker's main thread, so the kernel's time limit (SIGALRM)
+ignore SIGINT and end with their parent (certkit.parallel.die_with_parent); each check runs in a worker's main thread, so the kernel's time limit (SIGALRM)
 works there.  At most `WINDOW` tasks per worker are in flight, so memory stays bounded over any
 number of files; done(result) sees each result as soon as it arrives (the --log is written in the
 order the checks finish).  If the consumer stops (Ctrl-C in the parent, a closed pipe: the iterator
@@ -123,10 +123,11 @@ def check_verdict(path, route=DEFAULT_ROUTE, time_limit=None):
     return check(path, route=route, time_limit=time_limit)
 
 
-def _init_worker():
-    """Worker start: Ctrl-C is the parent's to handle; the kernel is imported once, here."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _init_worker(parent):
+    """Worker start: the worker ends with its parent (certkit.parallel.init_worker), Ctrl-C is the
+    parent's to handle; the kernel is imported once, here."""
+    from .parallel import init_worker
+    init_worker(parent, ignore_sigint=True)
     from . import kernel  # noqa: F401
 
 
@@ -162,7 +163,8 @@ def ordered(function, items, args=(), jobs=1, done=None):
     main = threading.current_thread() is threading.main_thread()
     old_handler = signal.signal(signal.SIGINT, lambda *_: interrupted.append(True)) if main else None
     with limited(preload=()):
-        pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+        pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                      initargs=(os.getpid(),))
 
         def submit(n):
             for item in itertools.islice(items, n):
@@ -289,8 +291,13 @@ class Log:
         return self
 
     def write(self, record):
-        self._out.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        self._out.flush()
+        """Append one record; an OSError (a full disk) is an OutputError naming the log."""
+        try:
+            self._out.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+            self._out.flush()
+        except OSError as e:
+            from .outputs import cannot_write
+            raise cannot_write(f"--log {self.path}", e) from None
         self.written += 1
 
     def close(self):
@@ -300,12 +307,9 @@ class Log:
 
 
 def write_summary(path, summary):
-    """Write the --summary JSON object atomically (a reader never sees half of it)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write the --summary JSON object atomically (a reader never sees half of it; certkit.outputs)."""
+    from .outputs import write_json
+    write_json(path, summary)
 
 
 # ---------------------------------------------------------------- progress line (a terminal only)

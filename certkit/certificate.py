@@ -16,6 +16,7 @@ from typing import Any
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict, check
 from .kernel.numerics import read_json, read_regular
+from .outputs import write_atomic
 
 
 def sidecar_names(node: Any) -> list[str]:
@@ -82,14 +83,12 @@ class Certificate:
         return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
 
     def save(self, path: str) -> str:
-        """Write the certificate to path (a .json file) and its sidecars beside it; returns path."""
+        """Write the certificate to path (a .json file) and its sidecars beside it, each atomically
+        (certkit.outputs: an OSError such as a full disk is an OutputError naming the file); returns path."""
         folder = os.path.dirname(os.path.abspath(path))
-        os.makedirs(folder, exist_ok=True)
         for name, raw in self.sidecars.items():
-            with open(os.path.join(folder, name), "wb") as f:
-                f.write(raw)
-        with open(path, "wb") as f:
-            f.write(self.document)
+            write_atomic(os.path.join(folder, name), raw)
+        write_atomic(path, self.document)
         return path
 
     def __repr__(self) -> str:

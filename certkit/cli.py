@@ -132,7 +132,10 @@ COMMANDS = {
     "show": Command(
         "print a certificate's canonical claim without checking it",
         "Print the canonical claim, kind, instance shapes and sha256 of a certificate without checking it.",
-        "Exit status: 0 printed, 2 MALFORMED header, 3 UNSUPPORTED version or kind, 64 bad usage, 66 no such file.",
+        "Exit status: 0 printed, 2 MALFORMED header, 3 UNSUPPORTED version or kind, 64 bad usage, 66 no such file.\n"
+        "Examples:\n  certkit show data/certificates/clustered-n64-weights-factor.json\n"
+        "  certkit show /tmp/c/<head>/eps-1_4.lower.json      (a certificate written by certkit certify --out /tmp/c)\n"
+        "  certkit show CERT.json && certkit verify CERT.json   (what it claims, then whether the kernel agrees)",
         "certkit.commands.show"),
     "audit": Command(
         "chain quantities by numpy, torch, the kernel, Arb and mpmath; flags disagreements",
@@ -152,12 +155,13 @@ COMMANDS = {
         "For each head and eps: search lower (decoding, Frobenius tail) and upper (SVD, LP row fits, joint l1 "
         "refinement) certificates, keep only those the kernel VERIFIES, and compare the peers (truncated SVD, "
         "Nystrom/CUR, Performer, Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
-        "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json}. With --model, the heads of a local "
+        "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json,csv}. With --model, the heads of a local "
         "transformer (encoders; GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM decoders with their causal or "
         "sliding-window masks) on your text, each checked against the model's own attention.",
         "Exit status: 0 every sandwich complete, 1 some bound missing, 4 internal error, 64 bad input, "
         "66 a head, text or token file missing, 69 an extra is not installed ('search'; 'models' for --model), "
-        "73 --out cannot be written.\n"
+        "73 --out cannot be written or another certkit run is writing there (--wait waits for it).\n"
+        "Peer columns: the smallest k with certified row-l1 error <= eps; '-' means no k reaches eps.\n"
         "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
         "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c\n"
         "  certkit certify --model minilm --text notes.txt --length 128 --eps 1/4 --out /tmp/minilm128",
@@ -184,7 +188,8 @@ COMMANDS = {
         "r_SVD_int < r_exact, sandwiches) beside the paper's numbers, with plots. Resumable: finished "
         "configurations are kept under DIR/configs and skipped on a rerun.",
         "Exit status: 0 done, 4 internal error, 64 bad input or model not installed, 69 an extra is missing "
-        "('models', 'search', 'plots'), 73 --out cannot be written, 130 interrupted.\n"
+        "('models', 'search', 'plots'), 73 --out cannot be written or another certkit run is writing there "
+        "(--wait waits for it), 130 interrupted.\n"
         "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
         "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
         "certkit.commands.calibrate", extras=("search", "plots", "models")),
@@ -211,7 +216,10 @@ COMMANDS = {
         "[lo, hi] rounded outward, next to a non-rigorous mpmath approximation. Deterministic: reruns are "
         "byte-identical.",
         "Exit status: 0 written, 4 internal error, 64 bad usage, 69 the 'search' extra is not installed, "
-        "73 --out cannot be written.",
+        "73 --out cannot be written.\n"
+        "Examples:\n  certkit tables                           (all formats into data/tables)\n"
+        "  certkit tables --format md --out /tmp/t  (Markdown only, into /tmp/t)\n"
+        "  certkit tables --format tex --out paper/tables",
         "certkit.commands.tables", extras=("search",)),
 }
 

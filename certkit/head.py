@@ -13,6 +13,7 @@ exactly to float64.
 """
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, UserError
-from .numbers import BetaInterval, OverSqrt, numeral, parse_beta
+from .numbers import BetaInterval, OverSqrt, brief, numeral, parse_beta
 
 ALIASES = {"Q": ("Q", "queries", "q"), "K": ("K", "keys", "k"), "beta": ("beta",),
            "weights": ("weights", "column_weights"), "bias": ("bias", "logit_bias")}
@@ -74,6 +75,8 @@ def as_float64(x: Any, what: str) -> np.ndarray:
     """x (numpy array, torch tensor on any device and of any float dtype, nested lists) as a
     float64 numpy array, converted once; HeadError naming `what` for non-numeric input."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):             # a torch tensor (no torch import needed)
+        if getattr(x, "is_complex", lambda: False)():
+            raise HeadError(f"{what}: dtype {x.dtype} is complex, not a real number type")
         x = x.detach().cpu().double().numpy()
     try:
         a = np.asarray(x)
@@ -82,6 +85,16 @@ def as_float64(x: Any, what: str) -> np.ndarray:
     if a.dtype.kind not in "fiu":
         raise HeadError(f"{what}: dtype {a.dtype} is not a real number type")
     return np.array(a, dtype=np.float64)        # a fresh copy: the head owns its arrays
+
+
+BETA_MAX = 10 ** 12        # the largest temperature a certificate states (the kernel's limit)
+
+
+def beta_too_large(b):
+    """True when the exact beta b (Fraction, OverSqrt or BetaInterval) can exceed BETA_MAX."""
+    if isinstance(b, OverSqrt):                      # c / sqrt(D) > M  <=>  c^2 > M^2 D  (c >= 0)
+        return b.c * b.c > BETA_MAX ** 2 * b.D
+    return (b.hi if isinstance(b, BetaInterval) else b) > BETA_MAX
 
 
 BLOCKED = 1 << 22          # heads with more entries than this get their attention in row blocks
@@ -140,11 +153,14 @@ class Head:
             empty = np.flatnonzero(seen[np.maximum(hi, lo)] - seen[lo] == 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
-        for arr in (Q, K, w, bias):
-            if arr is not None:
-                arr.setflags(write=False)
+        for a in (Q, K, w, bias):
+            if a is not None:
+                a.setflags(write=False)
+        b = parse_beta(self.beta)
+        if beta_too_large(b):
+            raise HeadError(f"beta: {brief(b)} is above 10^12, the largest temperature a certificate states")
         for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias),
-                        ("beta", parse_beta(self.beta)), ("name", str(self.name)),
+                        ("beta", b), ("name", str(self.name)),
                         ("provenance", dict(self.provenance or {}))):
             object.__setattr__(self, name, v)
 
@@ -239,10 +255,17 @@ class Head:
 
     def instance(self) -> Any:
         """The kernel's instance of this head (the exact numbers a certificate states), built in
-        memory with the same checks as a certificate's instance."""
+        memory with the same checks as a certificate's instance.  A head no certificate can state
+        (entries above the kernel's limits, d > 512, ...) is a HeadError naming the head."""
+        from .kernel import Malformed, Unsupported
         from .kernel.numerics import make_instance
-        return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
-                             None if self.mask is None else self.mask.json())
+        try:
+            return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
+                                 None if self.mask is None else self.mask.json())
+        except (Malformed, Unsupported) as e:
+            what = re.sub(r"\$\.instance\.?", "", str(e)).lstrip(": ")
+            what = re.sub(r"\d{25,}", lambda m: brief(int(m.group())), what)
+            raise HeadError(f"head {self.name!r} cannot be stated in a certificate: {what}") from None
 
     def save(self, path: str) -> str:
         """Write the head file (.npz or .safetensors; beta stored only if it is a binary64)."""

@@ -16,6 +16,42 @@ from typing import Any
 
 from .errors import UserError
 
+MAX_LEN = 2000         # characters of a number given as text (the kernel's numerals: numerals.MAX_LEN)
+MAX_DEC_EXP = 2000     # |e| of a decimal exponent (as the kernel's numerals)
+MAX_BITS = 5000        # bits of an integer, numerator or denominator (the kernel's binary exponent bound)
+_EXP = re.compile(r"[eE]\s*([+-]?\d+)")
+
+
+class OutOfRange(UserError):
+    """A number too large (or too long) to read: the message says the bound."""
+
+
+def brief(x):
+    """A short text for a number of any size: str(x) when short, else about 3 significant digits
+    (1e+308; about 10^400 beyond binary64), so that no message prints a 300-digit number."""
+    if isinstance(x, (OverSqrt, BetaInterval)):
+        s = str(x)
+        return s if len(s) <= 24 else s[:24] + "..."
+    f = Fraction(x)
+    if max(abs(f.numerator).bit_length(), f.denominator.bit_length()) <= 64:
+        s = str(x) if not isinstance(x, str) else str(f)
+        if len(s) <= 24:
+            return s
+    e = (abs(f.numerator).bit_length() - f.denominator.bit_length()) * math.log10(2)    # about log10 |f|
+    if f and abs(e) < 307:
+        return f"{float(f):.3g}"
+    if f and 307 <= e < 309 and f <= Fraction(1.7976931348623157e308):
+        return f"{float(f):.3g}"
+    return f"{'-' if f < 0 else ''}about 10^{round(e)}"
+
+
+def _bounded(f, x, what):
+    """f unless its numerator or denominator has more than MAX_BITS bits (UserError)."""
+    if max(abs(f.numerator).bit_length(), f.denominator.bit_length()) > MAX_BITS:
+        raise OutOfRange(f"{what}: {brief(x) if not isinstance(x, str) else repr(x[:40])} is out of range "
+                        f"(numerator and denominator of at most {MAX_BITS} bits)")
+    return f
+
 
 def exact(x: object, what: str = "number") -> Fraction:
     """The exact rational value of x (see the module docstring); UserError naming `what` otherwise.
@@ -26,25 +62,32 @@ def exact(x: object, what: str = "number") -> Fraction:
     if isinstance(x, bool):
         raise UserError(f"{what}: expected a number, got {x!r}")
     if isinstance(x, Fraction):
-        return x
+        return _bounded(x, x, what)
     if isinstance(x, _numbers.Integral):
-        return Fraction(int(x))
+        return _bounded(Fraction(int(x)), x, what)
     if isinstance(x, Decimal):
         if not x.is_finite():
             raise UserError(f"{what}: {x} is not finite")
-        return Fraction(x)
+        if abs(x.adjusted()) > MAX_DEC_EXP:
+            raise OutOfRange(f"{what}: {x:.3e} is out of range (decimal exponent |e| <= {MAX_DEC_EXP})")
+        return _bounded(Fraction(x), x, what)
     if isinstance(x, _numbers.Real):            # float, numpy floating: shortest decimal form
         f = float(x)
         if not math.isfinite(f):
             raise UserError(f"{what}: {f} is not finite")
         return Fraction(repr(f))
     if isinstance(x, str):
+        if len(x) > MAX_LEN:
+            raise OutOfRange(f"{what}: {x[:40]!r}... is longer than {MAX_LEN} characters")
+        m = None if "0x" in x.lower() else _EXP.search(x)
+        if m and abs(int(m.group(1))) > MAX_DEC_EXP:          # before Fraction computes 10**e
+            raise OutOfRange(f"{what}: {x.strip()!r}: decimal exponent out of range (|e| <= {MAX_DEC_EXP})")
         try:
             if "0x" in x.lower():                # a C99 hex float, e.g. 0x1p-2 (exact binary64)
                 f = float.fromhex(x.strip())
                 if math.isfinite(f):
                     return Fraction(f)
-            return Fraction(x.strip())
+            return _bounded(Fraction(x.strip()), x, what)
         except (ValueError, ZeroDivisionError, OverflowError):
             raise UserError(f"{what}: {x!r} is not a number (use an integer, a decimal or p/q)") from None
     raise UserError(f"{what}: expected a number, got {type(x).__name__}")
@@ -58,16 +101,19 @@ def parse_eps(x: object, what: str = "eps") -> Fraction:
     """
     e = exact(x, what)
     if not 0 < e < 1:
-        raise UserError(f"{what}: {e} is outside (0, 1) (for eps >= 1, B = 0 already gives r_eps = 0)")
+        raise UserError(f"{what}: {brief(e)} is outside (0, 1) (for eps >= 1, B = 0 already gives r_eps = 0)")
     return e
 
 
 def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
-    """A list of eps from "0.1,1/4", one number, or an iterable of numbers."""
-    parts = [p for p in x.split(",") if p.strip()] if isinstance(x, str) else \
-        list(x) if isinstance(x, (list, tuple)) else [x]
-    if not parts:
+    """A list of eps from "0.1,1/4", one number, or an iterable of numbers; an empty entry
+    ("1/4,,1/2", "1/4,") is refused, not skipped."""
+    parts = x.split(",") if isinstance(x, str) else list(x) if isinstance(x, (list, tuple)) else [x]
+    if not parts or parts == [""] or all(isinstance(p, str) and not p.strip() for p in parts):
         raise UserError(f"{what}: empty list")
+    for i, p in enumerate(parts):
+        if isinstance(p, str) and not p.strip():
+            raise UserError(f"{what}: entry {i + 1} of {x!r} is empty (give numbers separated by single commas)")
     return [parse_eps(p, what) for p in parts]
 
 
@@ -113,19 +159,21 @@ def parse_beta(x: object, what: str = "beta") -> Beta:
     elif isinstance(x, BetaInterval):
         b = BetaInterval(exact(x.lo, what), exact(x.hi, what))
         if b.lo > b.hi:
-            raise UserError(f"{what}: interval [{b.lo}, {b.hi}] is empty")
+            raise UserError(f"{what}: interval [{brief(b.lo)}, {brief(b.hi)}] is empty")
     elif isinstance(x, str) and (m := _SQRT.fullmatch(x.strip())):
         b = OverSqrt(exact(m.group(1), what), exact(m.group(2) or m.group(3), what))
     else:
         try:
             b = exact(x, what)
+        except OutOfRange:
+            raise
         except UserError:
             raise UserError(f"{what}: {x!r} is not a temperature (use e.g. 2, 1/8, 0.125 or 1/sqrt(64))") from None
     if isinstance(b, OverSqrt) and b.D <= 0:
         raise UserError(f"{what}: {b}: D must be positive")
     low = b.lo if isinstance(b, BetaInterval) else b.c if isinstance(b, OverSqrt) else b
     if low < 0:
-        raise UserError(f"{what}: {b} is negative (beta must be >= 0)")
+        raise UserError(f"{what}: {brief(b) if not isinstance(b, OverSqrt) else b} is negative (beta must be >= 0)")
     return b
 
 
@@ -170,5 +218,11 @@ def numeral(x: int | Fraction | float) -> str:
 
 
 def tag(x: object) -> str:
-    """A file-name-safe form of an exact number: 1/4 -> 1_4."""
-    return str(x).replace("/", "_")
+    """A file-name-safe form of an exact number: 1/4 -> 1_4; a number longer than 40 characters
+    (eps = 1e-400) -> its brief form and 8 hex digits of its hash, still one name per number."""
+    s = str(x).replace("/", "_")
+    if len(s) <= 40:
+        return s
+    import hashlib
+    return (brief(x).replace("about 10^", "1e") + "-" +
+            hashlib.sha256(s.encode()).hexdigest()[:8]).replace("/", "_")

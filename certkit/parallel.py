@@ -14,7 +14,14 @@ A task lost with its worker is re-run by the scheduler; fn must therefore be ide
 tasks write their results atomically under a content-independent name).  Every task runs with
 certkit's BLAS thread count (certkit.threads: one unless CERTKIT_THREADS says otherwise), in the
 process pool and on Dask alike, so results do not depend on the route.
+
+Worker processes never outlive their parent (die_with_parent, the initializer of every local pool,
+here and in certkit.batch): when the parent is killed (kill -9, the OOM killer) its workers end
+within a second or two instead of running on, reparented, and writing results nobody reads.
 """
+import os
+import sys
+import threading
 
 from .errors import UserError
 from .threads import call_limited, limited
@@ -25,6 +32,47 @@ from .threads import call_limited, limited
 # mmap threshold, so every large numpy temporary is a fresh mmap and its page faults.
 LOCAL_WORKERS = {"distributed.worker.profile.enabled": False,
                  "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
+
+PARENT_POLL = 0.5          # seconds between two looks at the parent where prctl is not available
+
+
+def die_with_parent(parent):
+    """Worker initializer: end this process when its parent `parent` (a pid) ends.  Linux: the
+    kernel sends SIGKILL on the parent's death (prctl PR_SET_PDEATHSIG); elsewhere, or if prctl
+    fails, a daemon thread looks at the parent every PARENT_POLL seconds, so a worker also stops
+    between tasks.  Either way, a parent already gone by the time this runs ends the worker now."""
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0        # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            armed = False
+    if not parent_alive(parent):
+        os._exit(1)
+    if not armed:
+        def watch():
+            while parent_alive(parent):
+                threading.Event().wait(PARENT_POLL)
+            os._exit(1)
+        threading.Thread(target=watch, name="certkit-parent-watch", daemon=True).start()
+
+
+def parent_alive(parent):
+    """True while `parent` is still this process's parent (a reparented orphan sees another ppid)."""
+    return os.getppid() == parent
+
+
+def init_worker(parent, ignore_sigint=False):
+    """The initializer of certkit's local worker pools: die_with_parent, and Ctrl-C left to the
+    parent when ignore_sigint (certkit.batch handles it there)."""
+    die_with_parent(parent)
+    if ignore_sigint:
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def parse_scheduler(text, what="--scheduler"):
@@ -61,7 +109,8 @@ def _pooled(fn, tasks, workers, sched):
     if sched is None:
         import concurrent.futures as cf
         import multiprocessing as mp
-        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker,
+                                    initargs=(os.getpid(),)) as pool:
             for f in cf.as_completed([pool.submit(call_limited, fn, t) for t in tasks]):
                 yield f.result()
         return

@@ -201,7 +201,7 @@ def test_in_memory_entry_points_equal_the_command_line(hand_head, capsys):
         certkit.commands.audit.audit_head({"Q": np.eye(2)}, "1/2")
     with pytest.raises(UserError, match="r 'x'"):
         certkit.commands.audit.audit_head(head, "1/2", rs="x")
-    with pytest.raises(UserError, match="wide: the kernel cannot take this head: head dimension d = 513"):
+    with pytest.raises(UserError, match="head 'wide' cannot be stated in a certificate: head dimension d = 513"):
         certkit.commands.audit.audit_head(Head.from_arrays(np.eye(2, 513), np.eye(2, 513), beta=1, name="wide"), "1/2")
 
 

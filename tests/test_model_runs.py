@@ -94,9 +94,9 @@ def test_a_folder_holding_a_run_with_other_settings_is_refused(llama, tmp_path, 
 
 def test_write_atomic_leaves_no_temporary_file_and_the_usual_mode(tmp_path):
     import os
-    from certkit.search import writer
-    writer.write_atomic(str(tmp_path / "a.json"), "{}\n")
-    writer.write_atomic(str(tmp_path / "a.json"), "[]\n")
+    from certkit.outputs import write_atomic
+    write_atomic(str(tmp_path / "a.json"), "{}\n")
+    write_atomic(str(tmp_path / "a.json"), "[]\n")
     assert os.listdir(tmp_path) == ["a.json"] and (tmp_path / "a.json").read_text() == "[]\n"
     umask = os.umask(0)
     os.umask(umask)

@@ -175,7 +175,9 @@ def test_log_and_summary_validate_and_resume_checks_nothing_logged(tmp_path):
     assert s["files"] == n and s["resumed"] == 0 and s["exit_code"] == 2
 
     second = run("verify", "--jobs", 2, "--log", log, "--resume", "--summary", summary, d)
-    assert second.returncode == 2 and second.stdout == first.stdout        # the same report, nothing checked
+    assert second.returncode == 2                                          # the same report, nothing checked,
+    assert second.stdout == first.stdout.replace("\n", "  [from the log]\n")   # each line marked as resumed
+    assert f"{n} of {n} results taken from {log} without checking again" in second.stderr
     assert log_lines(log) == lines                                         # the log gains no line
     s2 = json.loads(summary.read_text())
     assert s2["counts"] == s["counts"] and s2["files"] == n and s2["resumed"] == n and s2["exit_code"] == 2
@@ -375,3 +377,65 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys
     err = capsys.readouterr().err
     assert code == 4 and "worker process died" in err and "--resume" in err and "Traceback" not in err
     assert json.loads(summary.read_text())["exit_code"] == 4
+
+
+# ---------------------------------------------------------------- the log is trusted: --recheck
+
+def test_a_hand_edited_log_is_trusted_by_resume_and_caught_by_recheck(tmp_path):
+    log, summary = tmp_path / "run.jsonl", tmp_path / "summary.json"
+    rejected = next((GOLDEN / "invalid").glob("perm-n32-margin--*.json"))
+    assert run("verify", "--log", log, rejected, INLINE).returncode == 1
+    lines = log_lines(log)
+    forged = []
+    for line in lines:                         # REJECTED -> VERIFIED, by hand
+        rec = json.loads(line)
+        if rec["status"] == "REJECTED":
+            rec.update(status="VERIFIED", exit_code=0)
+        forged.append((json.dumps(rec, separators=(",", ":")) + "\n").encode())
+    log.write_bytes(b"".join(forged))
+    # --resume trusts it, but says so: the line is marked, counted on stderr and in --json / --summary
+    r = run("verify", "--log", log, "--resume", "--summary", summary, rejected, INLINE)
+    assert r.returncode == 0 and r.stdout.count("[from the log]") == 2
+    assert "2 of 2 results taken from" in r.stderr and "trusted like the checker" in r.stderr
+    assert json.loads(summary.read_text())["resumed"] == 2
+    js = run("verify", "--json", "--log", log, "--resume", rejected, INLINE)
+    assert [o.get("resumed") for o in json.loads(js.stdout)] == [True, True]
+    # --recheck checks both again: the forged line is a disagreement, exit non-zero
+    r = run("verify", "--log", log, "--resume", "--recheck", "--summary", summary, rejected, INLINE)
+    assert r.returncode == 1, r.stderr
+    assert f"DISAGREEMENT: {rejected}: the log {log} says VERIFIED, the checker says REJECTED" in r.stderr
+    assert "1 disagreement(s)" in r.stderr and "[from the log]" not in r.stdout
+    s = json.loads(summary.read_text())
+    assert s["disagreements"] == 1 and s["resumed"] == 0 and s["exit_code"] == 1
+    assert not list(validators()[1].iter_errors(s))
+    # a log that agrees: --recheck exits 0 (INLINE alone)
+    r = run("verify", "--log", log, "--resume", "--recheck", INLINE)
+    assert r.returncode == 0 and "0 disagreement(s)" in r.stderr
+    assert run("verify", "--log", log, "--recheck", INLINE).returncode == 64    # --recheck needs --resume
+
+
+def test_summary_is_written_when_the_log_write_fails(tmp_path, monkeypatch, capsys):
+    """A full disk while appending to --log: one line naming the log (exit 73), and --summary written."""
+    import errno
+    log, summary = tmp_path / "run.jsonl", tmp_path / "summary.json"
+    real_open = open
+
+    class Full:                                # the log's file: every write fails as on a full disk
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, b):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def fake_open(path, mode="r", *a, **k):
+        f = real_open(path, mode, *a, **k)
+        return Full(f) if str(path) == str(log) and "a" in mode else f
+    monkeypatch.setattr("builtins.open", fake_open)
+    code = cli.main(["verify", "--log", str(log), "--summary", str(summary), str(INLINE)])
+    err = capsys.readouterr().err
+    assert code == 73 and f"--log {log}: cannot write (the disk is full)" in err and "Traceback" not in err, err
+    s = json.loads(summary.read_text())
+    assert s["exit_code"] == 73 and not list(validators()[1].iter_errors(s))

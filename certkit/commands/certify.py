@@ -11,6 +11,8 @@ folder of a supported family, or minilm / mpnet) on the user's text or token ids
 against the model's own attention probabilities, and the summary adds per row the layer, head,
 key head, multiplier, row mask, visible dimension and reconstruction error.
 """
+import csv
+import io
 import json
 import os
 import re
@@ -20,7 +22,8 @@ from fractions import Fraction
 from .. import synthetic
 from ..errors import UserError
 from ..head import Head
-from ..numbers import exact, parse_beta, parse_eps_list, tag
+from ..numbers import brief, exact, parse_beta, parse_eps_list, tag
+from ..outputs import FolderLock, write_atomic
 from ..search import writer
 from ..search.sandwich import sandwich
 
@@ -66,7 +69,8 @@ def parse_synthetic(spec):
 
 def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
-    A, inst = head.attention(), head.instance()
+    inst = head.instance()           # first: a head no certificate can state is a user error
+    A = head.attention()
     rows, shared = [], {}
     for eps in eps_list:
         s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared)
@@ -95,17 +99,35 @@ def summary_markdown(rows, peers):
     return "\n".join(lines) + "\n"
 
 
+PEER_LEGEND = ("peer columns: the smallest k at which that approximation's certified max row l1 error is "
+               "<= eps; '-' means no k reaches eps (not even k = min(n, N)) or the peer does not apply to "
+               "this head (summary.json gives its note)")
+
+
+def summary_csv(rows, peers):
+    """The summary rows as CSV: one column per scalar field (in the rows' order), then <peer>_k and
+    <peer>_certified_error per peer; empty cells for None."""
+    cols = [k for k in rows[0] if k != "peers"] if rows else []
+    cols += [c for r in rows for c in r if c not in cols and c != "peers"]
+    cols += [f"{p}_{what}" for p in peers for what in ("k", "certified_error")]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        flat = dict(r, **{f"{p}_{what}": r.get("peers", {}).get(p, {}).get(what)
+                          for p in peers for what in ("k", "certified_error")})
+        w.writerow(["" if flat.get(c) is None else flat[c] for c in cols])
+    return buf.getvalue()
+
+
 def write_summary(rows, out_dir, peers):
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "summary.json"), "w") as f:
-        json.dump(rows, f, indent=1)
-        f.write("\n")
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write("# certkit certify: certified sandwiches lower <= r_eps(A) <= upper\n\n"
-                "Every bound is a kernel-VERIFIED certificate (files relative to this directory); "
-                "peer columns: the smallest k at which that approximation's certified max row "
-                "l1 error is <= eps.\n\n")
-        f.write(summary_markdown(rows, peers))
+    """out_dir/summary.json, summary.md and summary.csv, each replaced whole (certkit.outputs)."""
+    write_atomic(os.path.join(out_dir, "summary.json"), json.dumps(rows, indent=1) + "\n")
+    write_atomic(os.path.join(out_dir, "summary.md"),
+                 "# certkit certify: certified sandwiches lower <= r_eps(A) <= upper\n\n"
+                 "Every bound is a kernel-VERIFIED certificate (files relative to this directory); "
+                 f"{PEER_LEGEND}.\n\n" + summary_markdown(rows, peers))
+    write_atomic(os.path.join(out_dir, "summary.csv"), summary_csv(rows, peers))
 
 
 # ---------------------------------------------------------------- command line
@@ -125,6 +147,8 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
+    p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
+                   "to end (default: refuse, exit 73; a folder never mixes two runs)")
     g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
     g.add_argument("--model", metavar="DIR|FILE.gguf", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, "
                    "MPNet, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; weights from *.safetensors only), a GGUF "
@@ -156,7 +180,7 @@ def model_head_task(task):
     h = task["head"]
     rows = model_rows(h, certify_head(h, task["eps"], task["out"], task["peers"], task["seed"], task["attempts"],
                                       certificate_provenance(h)))
-    writer.write_atomic(os.path.join(task["out"], h.name, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
+    write_atomic(os.path.join(task["out"], h.name, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
     return task["index"], rows
 
 
@@ -236,6 +260,13 @@ def run(args):
     if len(set(names)) != len(names):
         raise CertifyError(f"two heads share the name {next(n for n in names if names.count(n) > 1)!r}")
     writer.ensure_folder(args.out, "--out")
+    with FolderLock(args.out, "--out", getattr(args, "wait", False)):     # one run per folder at a time
+        return certify_heads(args, heads, eps_list, peers)
+
+
+def certify_heads(args, heads, eps_list, peers):
+    """The loop of run over head files and --synthetic heads (the folder's lock held)."""
+    import sys
     tty = sys.stderr.isatty()
     rows, t0 = [], time.perf_counter()
     for i, h in enumerate(heads, 1):
@@ -249,12 +280,14 @@ def run(args):
         if not args.json:
             for r in new:
                 peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                print(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
+                print(f"{r['head']}  eps={brief(r['eps'])}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
                       f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]")
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
-    print(f"{len(rows)} sandwiches in {time.perf_counter() - t0:.1f} s; certificates and summary.md/json "
+    elif peers:
+        print(f"({PEER_LEGEND})")
+    print(f"{len(rows)} sandwiches in {time.perf_counter() - t0:.1f} s; certificates and summary.md/json/csv "
           f"under {args.out}", file=sys.stderr)
     return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1
 
@@ -304,8 +337,8 @@ def model_markdown(meta, rows, peers):
             f"Every bound is a kernel-VERIFIED certificate under `<head>/eps-<eps>.{{lower,upper}}.json`. beta is the "
             f"model's own scale times m. Reconstruction: max |head.attention() - the model's own attention "
             f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
-            f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). Peer columns: "
-            f"the smallest k at which that approximation's certified max row l1 error is <= eps.", "",
+            f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). "
+            f"{PEER_LEGEND[0].upper() + PEER_LEGEND[1:]}.", "",
             stats, "", f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]
     return "\n".join(head + lines) + "\n"
 
@@ -325,11 +358,12 @@ def model_statistics(rows):
 
 
 def write_model_summary(meta, rows, out_dir, peers):
-    """out_dir/summary.json ({"meta", "rows"}) and summary.md, written whole each time (atomic
-    replace), so an interrupted run keeps every finished head."""
+    """out_dir/summary.json ({"meta", "rows"}), summary.md and summary.csv (the rows), written whole
+    each time (certkit.outputs: a uniquely named temporary file, then a rename), so an interrupted
+    run keeps every finished head."""
     for name, text in (("summary.json", json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n"),
-                       ("summary.md", model_markdown(meta, rows, peers))):
-        writer.write_atomic(os.path.join(out_dir, name), text)
+                       ("summary.md", model_markdown(meta, rows, peers)), ("summary.csv", summary_csv(rows, peers))):
+        write_atomic(os.path.join(out_dir, name), text)
 
 
 def model_figures(meta, rows, out_dir):
@@ -390,6 +424,7 @@ def run_model(args, eps_list, peers):
     err = ex.reconstruction(c)
     del model
     writer.ensure_folder(args.out, "--out")
+    lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
     hs = ex.model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}
@@ -431,6 +466,7 @@ def run_model(args, eps_list, peers):
                         f"{'   peers: ' + peer_txt if peers else ''}   visible dim {r['visible_dimension']}"
                         f"   recon {r['reconstruction_max_abs_diff']:.1e}  [{r['seconds']:.2f} s]")
     finally:
+        lock.release()
         if bar is not None:
             bar.close()
     rows = [r for j in sorted(done) for r in done[j]]
@@ -439,7 +475,9 @@ def run_model(args, eps_list, peers):
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
+    elif peers:
+        print(f"({PEER_LEGEND})")
     print(f"{info['name']}: {len(rows)} sandwiches ({len(hs)} heads) in {time.perf_counter() - t0:.1f} s; "
-          f"reconstruction max |diff| {meta['reconstruction_max_abs_diff']:.2g}; certificates and summary.md/json "
+          f"reconstruction max |diff| {meta['reconstruction_max_abs_diff']:.2g}; certificates and summary.md/json/csv "
           f"under {args.out}", file=sys.stderr)
     return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ..errors import UserError
+from ..outputs import write_atomic
 from ..search import writer
 
 DEFAULT_HEADS = "l7-h1,l1-h2,l18-h8,l11-h6,l28-h2,l29-h1"
@@ -61,7 +62,7 @@ def task(t):
             "reconstruction_max_abs_diff": p["reconstruction_max_abs_diff"],
             "lower_file": r["lower_file"] and os.path.join(t["rel"], r["lower_file"]),
             "upper_file": r["upper_file"] and os.path.join(t["rel"], r["upper_file"])} for r in rows]
-    writer.write_atomic(os.path.join(t["folder"], "rows.json"), json.dumps(out, indent=1) + "\n")
+    write_atomic(os.path.join(t["folder"], "rows.json"), json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -215,8 +216,8 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
     w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
-    writer.write_atomic(os.path.join(out, "causal-real.csv"), buf.getvalue())
-    writer.write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
+    write_atomic(os.path.join(out, "causal-real.csv"), buf.getvalue())
+    write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
     if plots:
         plot(rows, fits, eps, os.path.join(out, "causal-real.png"))
     for r in rows:

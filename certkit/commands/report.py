@@ -21,6 +21,7 @@ import sys
 from fractions import Fraction
 
 from ..errors import InputError, UserError
+from ..outputs import write_atomic
 from .figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
 
 ROW_LIMIT = 400
@@ -42,6 +43,24 @@ details{margin:.6em 0}summary{cursor:pointer;font-weight:600}.scroll{overflow-x:
 
 def esc(x):
     return html.escape("—" if x is None else str(x), quote=True)
+
+
+def plain(x):
+    """A value of a summary as prose: a list as '0, 1, 2' (runs of 3 or more consecutive integers
+    as '0–11'), a float to 3 significant digits (6e-07, not 5.960464477539063e-07)."""
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    if isinstance(x, (list, tuple)):
+        if x and all(isinstance(v, int) and not isinstance(v, bool) for v in x):
+            runs, out = [], sorted(x)
+            for v in out:
+                if runs and v == runs[-1][1] + 1:
+                    runs[-1][1] = v
+                else:
+                    runs.append([v, v])
+            return ", ".join(f"{a}–{b}" if b - a >= 2 else f"{a}, {b}" if b > a else f"{a}" for a, b in runs)
+        return ", ".join(plain(v) for v in x)
+    return "—" if x is None else str(x)
 
 
 def inline(text):
@@ -240,37 +259,61 @@ def certify_statistics(rows):
     return out
 
 
+FACET_HEADS = 40          # heads per facet of the sandwich figure for rows without a layer (head files)
+
+
+def sandwich_facets(rows):
+    """[(title, rows)]: one facet per layer for a model's rows (every layer, none cut off), else the
+    heads in groups of FACET_HEADS."""
+    if rows and all("layer" in r for r in rows):
+        layers = sorted(dict.fromkeys(r["layer"] for r in rows))
+        return [(f"layer {l}", [r for r in rows if r["layer"] == l]) for l in layers]
+    heads = list(dict.fromkeys(str(r["head"]) for r in rows))
+    groups = [heads[i:i + FACET_HEADS] for i in range(0, len(heads), FACET_HEADS)] or [[]]
+    return [("" if len(groups) == 1 else f"heads {i * FACET_HEADS + 1}–{i * FACET_HEADS + len(g)}",
+             [r for r in rows if str(r["head"]) in set(g)]) for i, g in enumerate(groups)]
+
+
 def certify_figure(rows):
-    """PNG bytes of the certified sandwiches lower ≤ r_ε ≤ upper per head and ε (bars, log scale);
-    nothing is written to the folder."""
+    """PNG bytes of the certified sandwiches lower ≤ r_ε ≤ upper per head and ε (bars, log scale),
+    one facet per layer (sandwich_facets: every row is drawn); nothing is written to the folder."""
     import io
     import numpy as np
     with figure_style() as plt:
-        sel = [r for r in rows if r.get("upper") is not None][:60]
+        sel = [r for r in rows if r.get("upper") is not None]
         eps = sorted({str(r["eps"]) for r in sel}, key=Fraction)
         label = lambda r: (f"l{r['layer']}-h{r['head_index']}" + (f" m={r['multiplier']}" if str(r.get("multiplier")) != "1"
                                                                    else "") if "layer" in r else short(str(r["head"])))
-        heads = list(dict.fromkeys(label(r) for r in sel))
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.9 + 0.13 * len(heads) * max(len(eps), 1) ** 0.5),
-                               layout="constrained")
+        facets = sandwich_facets(sel)
+        sizes = [max(len(dict.fromkeys(label(r) for r in fr)), 1) for _, fr in facets]
+        per = 0.13 * max(len(eps), 1) ** 0.5
+        fig, axes = plt.subplots(len(facets), 1, sharex=True, squeeze=False, layout="constrained",
+                                 figsize=(COLUMN_WIDTH, 0.9 + sum(per * s + 0.25 for s in sizes)),
+                                 gridspec_kw={"height_ratios": [s + 2 for s in sizes]})
         colors = plt.get_cmap("viridis")(np.linspace(0.1, 0.8, max(len(eps), 1)))
         h = 0.8 / max(len(eps), 1)
-        for j, e in enumerate(eps):
-            for r in (r for r in sel if str(r["eps"]) == e):
-                y = heads.index(label(r)) + (j - (len(eps) - 1) / 2) * h
-                lo = max(r["lower"] or 1, 1)
-                ax.plot([lo, r["upper"]], [y, y], "-", color=colors[j], lw=min(4, 40 / max(len(heads), 1)) + 1,
-                        solid_capstyle="butt")
-                ax.plot([lo, r["upper"]], [y, y], "|", color="k", ms=5, mew=0.8)
-            ax.plot([], [], "-", color=colors[j], lw=3, label=rf"$\varepsilon = {e}$")
-        ax.set_yticks(range(len(heads)), heads)
-        ax.set_ylim(len(heads) - 0.5, -0.5)
-        ax.set_xscale("log")
         ups = [r["upper"] for r in sel] or [2]
+        for ax, (title, fr) in zip(axes[:, 0], facets):
+            heads = list(dict.fromkeys(label(r) for r in fr))
+            for j, e in enumerate(eps):
+                for r in (r for r in fr if str(r["eps"]) == e):
+                    y = heads.index(label(r)) + (j - (len(eps) - 1) / 2) * h
+                    lo = max(r["lower"] or 1, 1)
+                    ax.plot([lo, r["upper"]], [y, y], "-", color=colors[j], lw=min(4, 40 / max(len(heads), 1)) + 1,
+                            solid_capstyle="butt")
+                    ax.plot([lo, r["upper"]], [y, y], "|", color="k", ms=5, mew=0.8)
+            ax.set_yticks(range(len(heads)), heads)
+            ax.set_ylim(len(heads) - 0.5, -0.5)
+            if title:
+                ax.set_title(title, fontsize="small", loc="left")
+            ax.grid(alpha=0.3, lw=0.4, axis="x")
+            ax.set_xscale("log")
+        ax = axes[-1, 0]
+        for j, e in enumerate(eps):
+            ax.plot([], [], "-", color=colors[j], lw=3, label=rf"$\varepsilon = {e}$")
         ax.set_xlim(0.8, max(ups) * 1.3)
         plain_log_axis(ax.xaxis, 1, max(ups) * 1.3)
         ax.set_xlabel(r"certified lower $\leq r_\varepsilon(A) \leq$ upper")
-        ax.grid(alpha=0.3, lw=0.4, axis="x")
         fig.legend(loc="outside upper center", ncol=min(len(eps), 4), frameon=False)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=200, metadata=METADATA["png"])
@@ -285,12 +328,13 @@ def certify_html(folder, row_limit):
     peers = list(dict.fromkeys(p for r in rows for p in (r.get("peers") or {})))
     parts = ["<h2>What was run</h2>"]
     if meta:
-        parts.append(f"<p>certkit certify --model {esc(meta.get('model'))}: {esc(meta.get('class'))} "
-                     f"({esc(meta.get('family'))}, {esc(meta.get('layers'))} layers × {esc(meta.get('heads'))} heads, "
-                     f"d_head {esc(meta.get('d_head'))}); input {esc(meta.get('input'))}, length {esc(meta.get('length'))}; "
-                     f"layers {esc(meta.get('certified_layers'))}, heads {esc(meta.get('certified_heads'))}, multipliers "
-                     f"{esc(meta.get('multipliers'))}, ε {esc(meta.get('eps'))}; reconstruction max |diff| "
-                     f"{esc(meta.get('reconstruction_max_abs_diff'))}.</p>")
+        m = lambda k: esc(plain(meta.get(k)))
+        parts.append(f"<p>certkit certify --model {m('model')}: {m('class')} "
+                     f"({m('family')}, {m('layers')} layers × {m('heads')} heads, "
+                     f"d_head {m('d_head')}); input {m('input')}, length {m('length')}; "
+                     f"layers {m('certified_layers')}, heads {m('certified_heads')}, multipliers "
+                     f"{m('multipliers')}, ε {m('eps')}; reconstruction max |diff| "
+                     f"{m('reconstruction_max_abs_diff')}.</p>")
     heads = list(dict.fromkeys(r.get("head") for r in rows))
     eps = ", ".join(sorted({str(r.get("eps")) for r in rows}, key=Fraction))
     parts.append(f"<p>{len(heads)} heads × ε {{{esc(eps)}}}: {len(rows)} rows; "
@@ -313,7 +357,7 @@ def certify_html(folder, row_limit):
                         "'certkit[plots]').</p>")
         else:
             figs.append(png_figure("sandwiches (made for this page)", "certified sandwiches lower ≤ r_ε(A) ≤ upper "
-                                   "per head and ε (first 60 rows; log scale)", certify_figure(rows)))
+                                   "per head and ε, one panel per layer (every row; log scale)", certify_figure(rows)))
             nfig += 1
     for f in sorted(os.listdir(folder)):
         if f.lower().endswith(".png"):
@@ -373,10 +417,7 @@ def build(folder, out=None, row_limit=ROW_LIMIT):
     title, body, nfig, nrows = {"calibrate": calibrate_html, "certify": certify_html, "scale": scale_html}[kind](
         folder, row_limit)
     out = os.path.join(folder, "report.html") if out is None else os.fspath(out)
-    tmp = out + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page(title, body))
-    os.replace(tmp, out)
+    write_atomic(out, page(title, body))
     return {"kind": kind, "path": out, "figures": nfig, "rows": nrows}
 
 

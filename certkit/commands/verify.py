@@ -59,7 +59,14 @@ def add_arguments(p):
     p.add_argument("--resume", action="store_true",
                    help="with --log FILE: first read FILE and take every file whose path and current sha256 "
                         "have a record there from it instead of checking it again (a changed file is checked; "
-                        "resume with the same --route and --time-limit)")
+                        "resume with the same --route and --time-limit). The log is TRUSTED like the checker: "
+                        "a resumed verdict is the log's, not the kernel's (a hand-edited log line can turn a "
+                        "REJECTED file into VERIFIED); resumed results are counted on stderr and marked "
+                        "\"resumed\": true in --json and --summary. Use --recheck to verify them again")
+    p.add_argument("--recheck", action="store_true",
+                   help="with --resume: check every file taken from the log again, report each verdict that "
+                        "differs from the log's on stderr, and exit non-zero (at least 1) on any disagreement; "
+                        "the fresh verdict is the one printed and logged")
     p.add_argument("--summary", metavar="FILE",
                    help="at the end (also on Ctrl-C) write a JSON object: counts by status, files, resumed, "
                         "seconds, exit_code (schema: certkit/format/verify-summary.schema.json)")
@@ -122,15 +129,16 @@ def json_item(record, first):
 
 
 def print_result(args, item, rec, first, logged):
-    """A result on stdout (a text line, or an object of the --json array) and, unless VERIFIED, a
-    note on stderr with the time of the check ("logged": taken from the --log by --resume)."""
+    """A result on stdout (a text line, or an object of the --json array, with "resumed") and,
+    unless VERIFIED, a note on stderr with the time of the check ("logged": taken from the --log by
+    --resume, not checked again; the text line then ends with [from the log])."""
     if rec["status"] != "VERIFIED":
         when = "logged" if logged else f"{rec['seconds']:.2f} s"
         print(f"{item.label}: {rec['status'].lower()} ({when})", file=sys.stderr)
     if args.json:
-        print(json_item(rec, first), end="")
+        print(json_item(dict(rec, resumed=True) if logged else rec, first), end="")
     elif not args.quiet:
-        print(f"{rec['status']:<11} {rec['message']}  ({item.short})")
+        print(f"{rec['status']:<11} {rec['message']}  ({item.short})" + ("  [from the log]" if logged else ""))
 
 
 def run(args):
@@ -138,11 +146,15 @@ def run(args):
     taken from the --log by --resume), the --log and --summary files; returns the exit status."""
     if args.resume and not args.log:
         raise UserError("--resume needs --log FILE: the log of the run to resume")
+    recheck = getattr(args, "recheck", False)
+    if recheck and not args.resume:
+        raise UserError("--recheck needs --resume (it checks again the files taken from the --log)")
     if args.summary:
         folder = os.path.dirname(os.path.abspath(args.summary))
         if os.path.isdir(args.summary) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             raise OutputError(f"--summary {args.summary}: cannot write there")
     code, counts, resumed, first = 0, Counter(), 0, True
+    disagreements = 0
     log = Log(args.log) if args.log else None
     t0 = time.perf_counter()
     items, skipped = [], 0
@@ -170,8 +182,9 @@ def run(args):
             # (item, byte offset of its record in the log: taken from there, or None: checked now)
             plan = [(it, log.find(it.label, it.path) if args.resume else None) for it in items]
             t0 = time.perf_counter()
-            tasks = (Task(it.label, it.path, tmp if it.label == "-" else "") for it, offset in plan if offset is None)
-            to_check = sum(offset is None for _, offset in plan)
+            tasks = (Task(it.label, it.path, tmp if it.label == "-" else "") for it, offset in plan
+                     if offset is None or recheck)
+            to_check = sum(offset is None or recheck for _, offset in plan)
             jobs = min(args.jobs, to_check)
             bar = Progress(len(plan), to_check) if sys.stderr.isatty() and len(plan) > 1 and not args.quiet else None
             lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
@@ -181,11 +194,21 @@ def run(args):
                 for i, (it, offset) in enumerate(plan):
                     if bar:
                         bar.draw(i, i - resumed, it.short[-50:])
-                    rec = next(checked) if offset is None else log.read(offset)
-                    resumed += offset is not None
+                    rec = next(checked) if offset is None or recheck else log.read(offset)
+                    logged = offset is not None and not recheck
+                    resumed += logged
+                    if offset is not None and recheck:
+                        old = log.read(offset)
+                        if (old["status"], old["exit_code"]) != (rec["status"], rec["exit_code"]):
+                            disagreements += 1
+                            if bar:
+                                bar.clear()
+                            print(f"certkit verify: DISAGREEMENT: {it.label}: the log {args.log} says "
+                                  f"{old['status']}, the checker says {rec['status']} ({rec['message'][:200]})",
+                                  file=sys.stderr)
                     if bar and (lines_on_tty or rec["status"] != "VERIFIED"):
                         bar.clear()
-                    print_result(args, it, rec, first, logged=offset is not None)
+                    print_result(args, it, rec, first, logged=logged)
                     first = first and not args.json
                     counts[rec["status"]] += 1
                     code = max(code, rec["exit_code"])
@@ -194,32 +217,50 @@ def run(args):
     except (KeyboardInterrupt, WorkerDied) as e:
         stop = INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT["INTERNAL-ERROR"]
         if args.summary:
-            write_summary(args.summary, summary_record(counts, len(items), resumed, t0, stop))
+            write_summary(args.summary, summary_record(counts, len(items), resumed, t0, stop, disagreements))
         kept = f"; {log.written} files finished by this run are logged in {args.log} (rerun with --resume)" \
             if log is not None else ""
         print("\ncertkit verify: interrupted" if stop == INTERRUPTED else f"certkit verify: error: {e}",
               kept, sep="", file=sys.stderr)
         return stop
+    except OutputError:                     # the --log cannot be written (a full disk): --summary still is
+        if args.summary:
+            write_summary(args.summary, summary_record(counts, len(items), resumed, t0, OutputError.exit_code,
+                                                       disagreements))
+        raise
     finally:
         if log is not None:
-            log.close()
+            try:
+                log.close()
+            except OSError:
+                pass
     if args.json:
         print("[]" if first else "\n]")
     n = len(items)
+    if resumed and not args.quiet:
+        print(f"certkit verify: {resumed} of {n} results taken from {args.log} without checking again (the log "
+              f"is trusted like the checker; --recheck verifies them again)", file=sys.stderr)
+    if recheck:
+        rechecked = sum(offset is not None for _, offset in plan)
+        if not args.quiet or disagreements:
+            print(f"certkit verify: --recheck: {rechecked} logged results checked again, {disagreements} "
+                  f"disagreement(s) with {args.log}", file=sys.stderr)
+        if disagreements:
+            code = max(code, 1)
     if (n > 1 or skipped) and not args.quiet:
         summary = ", ".join(f"{counts[s]} {s}" for s in EXIT if counts[s])
         print(f"{n} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
               + (f" ({resumed} taken from {args.log})" if resumed else "")
               + (f" ({skipped} other .json files skipped)" if skipped else ""), file=sys.stderr)
     if args.summary:
-        write_summary(args.summary, summary_record(counts, n, resumed, t0, code))
+        write_summary(args.summary, summary_record(counts, n, resumed, t0, code, disagreements))
     return code
 
 
-def summary_record(counts, files, resumed, t0, exit_code):
+def summary_record(counts, files, resumed, t0, exit_code, disagreements=0):
     """The --summary object (schema: certkit/format/verify-summary.schema.json)."""
     return {"counts": {s: counts[s] for s in EXIT}, "files": files, "resumed": resumed,
-            "seconds": round(time.perf_counter() - t0, 3), "exit_code": exit_code}
+            "disagreements": disagreements, "seconds": round(time.perf_counter() - t0, 3), "exit_code": exit_code}
 
 
 def check_manifest(path):

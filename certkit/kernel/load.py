@@ -95,8 +95,8 @@ def header(doc, kinds):
     if doc.get("format") != FORMAT:
         raise Malformed("$.format", f"expected {FORMAT!r}, got {doc.get('format')!r:.60}")
     v = doc.get("version")
-    if not isinstance(v, str) or not re.fullmatch(r"[0-9]{1,6}\.[0-9]{1,6}", v):
-        raise Malformed("$.version", f"expected \"MAJOR.MINOR\", got {v!r:.60}")
+    if not isinstance(v, str) or not re.fullmatch(r"(0|[1-9][0-9]{0,5})\.(0|[1-9][0-9]{0,5})", v):
+        raise Malformed("$.version", f"expected canonical \"MAJOR.MINOR\" (no leading zeros), got {v!r:.60}")
     major, minor = (int(p) for p in v.split("."))
     if major != VERSION[0] or minor > VERSION[1]:
         raise Unsupported(f"format version {v} (this checker reads {VERSION[0]}.0 to "

@@ -705,6 +705,8 @@ def soft_extend(A, eps, msgs, growth, steps=8):
     t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record."""
     S, best = np.asarray(msgs, dtype=np.int64), None
     for _ in range(steps):
+        if len(S) >= min(A.shape):                          # every row (or column) is a message already
+            break
         t = len(S) - 1                                      # growth[t] holds S + [next row]
         if t > len(growth) or (t < len(growth) and not np.array_equal(growth[t][0][:-1], S)):
             break                                           # S is not a growth prefix

@@ -82,8 +82,8 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     between eps.  provenance: extra string/integer fields for the certificates' provenance (a model
     head's model, layer, head, ...); shared: see certify_lower."""
     t0 = time.perf_counter()
+    inst = head.instance() if inst is None else inst      # first: a head no certificate states is a HeadError
     A = head.attention() if A is None else A
-    inst = head.instance() if inst is None else inst
     prov = {"producer": "certkit certify", "head": head.name, "n": head.n, "N": head.N, "d": head.d}
     prov.update({k: v for k, v in (provenance or {}).items()
                  if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})

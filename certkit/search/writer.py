@@ -1,6 +1,5 @@
 """Writing format-1.0 certificates: exact numerals (hex floats) inline, or .npy sidecars pinned
 by sha256.  The only bridge from floats to certificate numbers is float.hex (exact)."""
-import contextlib
 import hashlib
 import io
 import json
@@ -156,22 +155,3 @@ def check_folder(path, what="--out"):
         raise OutputError(f"{what} {path}: cannot create the folder ({parent} is not a writable folder)")
     return path
 
-
-def write_atomic(path, text):
-    """Write text to path through a uniquely named temporary file in the same folder and an atomic
-    rename: a reader sees the old file or the new one, never a part, and two writers never share a
-    temporary file."""
-    import tempfile
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)            # as open() would create it (mkstemp makes it 0600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise

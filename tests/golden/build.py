@@ -719,6 +719,9 @@ def build_malformed(made):
     case("regression-mixed-type-assumptions", "$.assumptions",
          mod(base, lambda d: d.__setitem__("assumptions", ["factor-rank", 1])))
     case("regression-non-ascii-version-digits", "$.version", mod(base, lambda d: d.__setitem__("version", "1.\u00b2")))
+    for name, v in (("minor", "1.01"), ("major", "01.0"), ("both", "01.00")):     # "1.01" was read as 1.1
+        case(f"regression-version-leading-zero-{name}", "$.version: expected canonical",
+             mod(base, lambda d, v=v: d.__setitem__("version", v)))
     case("regression-nul-in-sidecar-path", "$.instance.keys.file",
          mod(side, lambda d: d["instance"]["keys"].__setitem__("file", "a\u0000b.npy")))
     case("regression-provenance-not-object", "$.provenance", mod(base, lambda d: d.__setitem__("provenance", "x")))

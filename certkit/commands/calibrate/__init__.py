@@ -69,7 +69,8 @@ def parse_options(layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIP
 # ---------------------------------------------------------------- in memory
 @limited()
 def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multipliers=MULTIPLIERS, eps=EPS,
-              out=None, workers=1, progress=False, plots=False, scheduler=None, text=None, tokens=None):
+              out=None, workers=1, progress=False, plots=False, scheduler=None, text=None, tokens=None,
+              wait=False):
     """Run (or resume) the calibration grid of a pretrained encoder: a certkit.results.CalibrateResult,
     its rows one dict per (length, layer, head, multiplier, eps) as in results.json, with .summary (the
     statistics, report.statistics), .out (the folder used), .meta (model, grid and reconstruction
@@ -84,7 +85,8 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     address; certkit.parallel), with identical results; progress: a tqdm bar on stderr.  text (a str)
     or tokens (token ids): the input instead of certkit's built-in text, cut into the first window
     of each length with the tokenizer's own special tokens (a folder holding another text's groups
-    is refused)."""
+    is refused).  The folder is locked while the run writes there
+    (certkit.outputs.FolderLock): another run into it raises OutputError, or with wait=True waits for it."""
     from ...search.writer import check_folder
     from .grid import run_grid
     from ...results import CalibrateResult
@@ -93,9 +95,14 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     from ...parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
     out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else check_folder(os.fspath(out), "out")
-    done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress, scheduler,
-                                   text=text, tokens=tokens)
-    rows, summary = write_summary(out, plots)
+    from ...outputs import FolderLock
+    lock = FolderLock(out, "--out", wait)           # taken by run_grid once the folder exists
+    try:
+        done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress,
+                                       scheduler, lock, text=text, tokens=tokens)
+        rows, summary = write_summary(out, plots)
+    finally:
+        lock.release()
     return CalibrateResult(rows=rows, columns=tuple(csv_fields(rows)), summary=summary, out=out, meta=meta,
                            computed=done, skipped=skipped)
 
@@ -120,6 +127,8 @@ def add_arguments(p):
                    help="run the groups on Dask distributed instead: local or local:N (a LocalCluster of N "
                         "workers) or a running scheduler's address, e.g. tcp://host:8786 (needs the 'dask' extra)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
+                   "to end (default: refuse, exit 73; a folder never mixes two runs)")
 
 
 def run(args):
@@ -142,7 +151,7 @@ def run(args):
     try:
         res = calibrate(args.model, layers, heads, lengths, mults, eps_list, out, workers,
                         progress=sys.stderr.isatty(), plots=not args.no_plots, scheduler=args.scheduler,
-                        text=text, tokens=tokens)
+                        text=text, tokens=tokens, wait=getattr(args, "wait", False))
     except KeyboardInterrupt:
         print("\ncertkit calibrate: interrupted; finished configurations are kept (rerun to resume)", file=sys.stderr)
         return 130

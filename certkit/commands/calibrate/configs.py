@@ -6,6 +6,7 @@ import os
 from fractions import Fraction
 
 from ...numbers import tag
+from ...outputs import write_json
 
 
 def group_path(out, L, l, h, m):
@@ -14,13 +15,9 @@ def group_path(out, L, l, h, m):
 
 
 def write_atomic(path, obj):
-    """Write obj as JSON to path through a temporary file and a rename (never half a file)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Write obj as JSON to path through a uniquely named temporary file and a rename (never half a
+    file, never two writers on one temporary file: certkit.outputs)."""
+    write_json(path, obj)
 
 
 def collect(out, grid=None):

@@ -195,14 +195,15 @@ def head_task(task):
 
 
 def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1, progress=False, scheduler=None,
-             text=None, tokens=None):
+             lock=None, text=None, tokens=None):
     """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
     layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
     parsed values (certkit.commands.calibrate.parse_options).  Writes out/meta.json, one config per group
     and the certificates; returns (groups computed now, groups already done, meta).  Each head's
-    groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler).  text or
-    tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's own
-    special tokens; certkit.models.extract.inputs)."""
+    groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler).  lock: the
+    folder's certkit.outputs.FolderLock, acquired as soon as the folder exists (the caller releases it).
+    text or tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's
+    own special tokens; certkit.models.extract.inputs)."""
     from ...models import extract as ex
     model, tok, info = ex.load(model_spec)
     if info["decoder"]:
@@ -210,6 +211,8 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
                              f"(the chain assumes one shared key set): use certkit certify --model for decoder heads")
     from ...search.writer import ensure_folder
     ensure_folder(out, "out")
+    if lock is not None:
+        lock.acquire()
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
     if text is None and tokens is None:

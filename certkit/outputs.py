@@ -1,0 +1,124 @@
+"""Writing outputs safely when several certkit runs (or a run and a reader) share a folder.
+
+* write_atomic(path, data): the whole file or nothing, through a temporary file with a unique name
+  in the same folder (tempfile.NamedTemporaryFile(dir=..., delete=False)) and os.replace, so two
+  writers never share a temporary file and a reader never sees half a file;
+* FolderLock(folder): the lock of an output folder (fcntl.flock on FOLDER/.certkit.lock), held by a
+  certify or calibrate run from the moment it writes there until it ends; a second run into the
+  same folder refuses (OutputError, exit 73, naming the folder and the holder's pid) unless it
+  was asked to wait (--wait), so a folder never mixes the results of two runs.  The lock is
+  released by the kernel when the process ends, however it ends (kill -9 included).  Where fcntl
+  does not exist (Windows) there is no lock.
+
+Every OSError while writing (a full disk: ENOSPC) becomes an OutputError naming the file.
+"""
+import errno
+import json
+import os
+import sys
+import tempfile
+import time
+
+from .errors import OutputError
+
+LOCK_NAME = ".certkit.lock"
+
+
+def cannot_write(path, e):
+    """The OutputError of an OSError e raised while writing path (disk full, read-only, ...)."""
+    why = "the disk is full" if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT) else (e.strerror or str(e))
+    return OutputError(f"{path}: cannot write ({why})")
+
+
+def write_atomic(path, data):
+    """Write data (str: UTF-8 text, or bytes) to path atomically (see the module docstring)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    tmp = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                         delete=False) as f:
+            tmp = f.name
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)            # as open() would create it (the temporary file is 0600)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise cannot_write(path, e) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return path
+
+
+def write_json(path, obj, indent=1):
+    """obj as JSON (indent, a final newline) written atomically to path."""
+    return write_atomic(path, json.dumps(obj, indent=indent) + "\n")
+
+
+class FolderLock:
+    """The lock of an output folder (see the module docstring).  acquire() creates the folder's lock
+    file and takes the lock, or raises OutputError naming `what` and the folder when another run
+    holds it (wait=False) / waits for it (wait=True, a line on stderr once); release() lets go.
+    A context manager too: `with FolderLock(out, "--out", wait): ...`."""
+
+    def __init__(self, folder, what="--out", wait=False):
+        self.folder, self.what, self.wait = os.fspath(folder), what, wait
+        self._f = None
+
+    def acquire(self):
+        try:
+            import fcntl
+        except ImportError:           # no flock on this platform: no lock
+            return self
+        path = os.path.join(self.folder, LOCK_NAME)
+        try:
+            f = open(path, "a+")
+        except OSError as e:
+            raise cannot_write(path, e) from None
+        told = False
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    f.close()
+                    raise cannot_write(path, e) from None
+                f.seek(0)
+                holder = f.read().strip() or "?"
+                if not self.wait:
+                    f.close()
+                    raise OutputError(f"{self.what} {self.folder}: another certkit run (pid {holder}) is writing "
+                                      f"into this folder; wait for it to end, choose another folder, or give --wait "
+                                      f"to wait for it") from None
+                if not told:
+                    print(f"{self.what} {self.folder}: waiting for the certkit run (pid {holder}) writing there",
+                          file=sys.stderr, flush=True)
+                    told = True
+                time.sleep(0.2)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._f = f
+        return self
+
+    def release(self):
+        if self._f is not None:
+            self._f.close()           # closing the descriptor releases the flock
+            self._f = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
