@@ -109,7 +109,7 @@ def test_calibrate_takes_the_lock_once_its_folder_exists(tmp_path, monkeypatch):
     out = tmp_path / "cal"
     seen = {}
 
-    def fake_grid(model, out_, *a):
+    def fake_grid(model, out_, *a, **kw):
         lock = a[-1]
         os.makedirs(out_, exist_ok=True)
         lock.acquire()
