@@ -90,7 +90,7 @@ def as_float64(x: Any, what: str) -> np.ndarray:
 BETA_MAX = 10 ** 12        # the largest temperature a certificate states (the kernel's limit)
 
 
-def beta_too_large(b):
+def beta_too_large(b: "Fraction | OverSqrt | BetaInterval") -> bool:
     """True when the exact beta b (Fraction, OverSqrt or BetaInterval) can exceed BETA_MAX."""
     if isinstance(b, OverSqrt):                      # c / sqrt(D) > M  <=>  c^2 > M^2 D  (c >= 0)
         return b.c * b.c > BETA_MAX ** 2 * b.D

@@ -26,7 +26,7 @@ class OutOfRange(UserError):
     """A number too large (or too long) to read: the message says the bound."""
 
 
-def brief(x):
+def brief(x: Any) -> str:
     """A short text for a number of any size: str(x) when short, else about 3 significant digits
     (1e+308; about 10^400 beyond binary64), so that no message prints a 300-digit number."""
     if isinstance(x, (OverSqrt, BetaInterval)):
