@@ -136,6 +136,8 @@ def verdict(f):
     """Which law describes the points better, in words (None: too few points)."""
     if f is None:
         return "—"
+    if f["log"]["b"] == 0 and f["log"]["rss"] == 0:
+        return f"constant: r = {f['log']['a']:g} at every n"
     better = "log" if f["log"]["rss"] < f["power"]["rss"] else "power"
     return (f"{f['log']['b']:.2f} ln n {f['log']['a']:+.1f} (b in [{f['log']['ci95'][0]:.2f}, {f['log']['ci95'][1]:.2f}]; "
             f"RSS {f['log']['rss']:.3g}) · {math.exp(f['power']['ln_c']):.3g} n^{f['power']['p']:.2f} (p in "
@@ -168,14 +170,19 @@ def support(rows, fits):
     lengths = sorted({r["n"] for r in rows})
     if len(lengths) < 3:
         return "fewer than 3 lengths: no law is fitted."
-    grows = [h for h, f in fits.items() if f["lower"] and f["lower"]["log"]["ci95"][0] > 0]
-    flat = [h for h, f in fits.items() if f["upper"] and f["upper"]["log"]["ci95"][1] < 0.5]
-    above = [h for h in fits if all(r["lower"] and r["lower"] > math.ceil(r["log2_n"])
-                                    for r in rows if r["head"] == h)]
-    text = (f"over n = {lengths[0]}..{lengths[-1]} ({len(lengths)} lengths), the certified lower bound grows with n "
-            f"(slope in ln n above 0 at 95 %) for {len(grows)} of {len(fits)} heads ({', '.join(grows) or 'none'}); ")
-    text += (f"{len(above)} heads stay above prefix averaging's log2 n at every length ({', '.join(above) or 'none'}); "
-             f"{len(flat)} have an upper bound that grows by less than 0.5 per unit of ln n ({', '.join(flat) or 'none'}). ")
+    of = lambda h: [r for r in rows if r["head"] == h and r["lower"] and r["upper"]]
+    share = {h: min(r["lower"] / r["n"] for r in of(h)) for h in fits if of(h)}
+    linear = [h for h in share if share[h] >= 0.5]
+    const = [h for h in share if len({r["upper"] for r in of(h)}) == 1]
+    above = [h for h in share if h not in linear and all(r["lower"] > math.ceil(r["log2_n"]) for r in of(h))]
+    slow = [h for h in share if h not in linear + const + above]
+    name = lambda hs: ", ".join(hs) or "none"
+    text = (f"over n = {lengths[0]}..{lengths[-1]} ({len(lengths)} lengths), {len(linear)} of {len(fits)} heads grow "
+            f"like n itself: their certified lower bound is at least {min((share[h] for h in linear), default=0):.2f} n "
+            f"at every length ({name(linear)}), so no fixed rank serves them as the context grows; "
+            f"{len(const)} keep the same certified rank at every length ({name(const)}); {len(above)} grow more slowly "
+            f"but stay above prefix averaging's log2 n ({name(above)}); {len(slow)} grow slowly, their certified lower "
+            f"bound at or below prefix averaging's log2 n at some length ({name(slow)}). ")
     return text + ("With a factor-of-" + f"{lengths[-1] // lengths[0]}" + " range of n, a logarithm and a small "
                    "power are hard to tell apart: the RSS comparison is a description of these points, not a proof of "
                    "either law, and nothing here speaks for lengths beyond those measured.")
@@ -200,7 +207,7 @@ def plot(rows, fits, eps, path):
         ax.set_xlabel(r"context length $n$")
         ax.set_ylabel(r"certified $r_\varepsilon$: lower (▲) and upper (▼)")
         ax.set_title(rf"Real decoder heads, $\varepsilon = {eps}$")
-        ax.legend(fontsize=6, loc="upper left", frameon=False)
+        ax.legend(fontsize=6, loc="center right", frameon=False)          # the empty band between the groups
         return save_figure(fig, os.path.splitext(path)[0])
 
 
