@@ -32,6 +32,9 @@ BLOCK = 1 << 20        # entries per row block of the refinement on large heads
 LARGE = 1 << 22        # n N above this: a sketched SVD and row-blocked errors (docs/design.md, long contexts)
 BUDGET_FROM = 1 << 20  # n N above this: the refinement has max(200, 2^32 / (n N)) evaluations in all
 REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 4 n N bytes)
+TINY = 2.0 ** -100     # row weights of the refinement's gradient below this are 0 (subnormal float32
+                       # products make a GEMM 10-200x slower; such a row's share is below float32's
+                       # rounding next to the worst row's weight, which is >= 1 / n^(1 - 1/p))
 
 
 # ---------------------------------------------------------------- row fits on a basis
@@ -187,7 +190,8 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         w = r ** p
         sw = w.sum()
         F = m * sw ** (1 / p)
-        ge = (w / r / sw ** (1 - 1 / p)).astype(np.float32)       # (e / m)^(p - 1) / sw^(1 - 1/p)
+        ge = w / r / sw ** (1 - 1 / p)                            # (e / m)^(p - 1) / sw^(1 - 1/p)
+        ge = np.where(ge < TINY, 0.0, ge).astype(np.float32)     # no subnormal float32 in the products
         g = np.empty(x.size)
         gC, gG = g[:n * k].reshape(n, k), None
         for b in blocks:                                          # one block: R, S from above
