@@ -339,7 +339,7 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, **kw):
+def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, progress=None, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -348,7 +348,8 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
     n N k^2 per IRLS sweep) before the refinement; off by default: on real and synthetic heads
     the refinement from the SVD reaches the same ranks without it.  polish: LP row fits on the
     final basis when the refinement won (lowers the certified error, never the rank; n LPs).
-    kw: passed to descend / refine.  Deterministic: no clocks, no randomness."""
+    kw: passed to descend / refine.  progress: None or a callable taking a short text (each
+    certified rank, for a status line).  Deterministic: no clocks, no randomness."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
@@ -364,6 +365,8 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         tried.append({"method": method, "k": int(k), "certified_error": float(e)})
         if e <= eps:
             best = {"k": int(k), "U": U, "V": V, "method": method, "certified_error": float(e)}
+            if progress is not None:
+                progress(f"upper <= {k} ({method})")
             return True
         return False
 
