@@ -237,3 +237,21 @@ def test_masked_head_certificates_state_the_mask(tmp_path):
         assert doc["provenance"]["model"] == "m" and doc["provenance"]["layer"] == 3
         assert "note" not in doc["provenance"]                  # only strings and integers go in
     assert 1 <= row["lower"] <= row["upper"] <= 24
+
+
+def test_sandwich_reports_its_stages_and_the_status_line_changes_no_byte(tmp_path):
+    """progress (the status line of `certkit certify` on a terminal): the stages in order — lower search,
+    the lower bound, each certified upper rank, the peers — and the same certificates with and
+    without it."""
+    from certkit.search.sandwich import sandwich
+    h = synthetic.head("gaussian", 40, 6, beta=Fraction(2), seed=3, name="g40")
+    said = []
+    s1 = sandwich(h, Fraction(1, 4), peers=("svd",), progress=said.append)
+    s0 = sandwich(h, Fraction(1, 4), peers=("svd",))
+    assert said[0] == "lower search" and said[1].startswith(f"lower >= {s1.lower.bound};")
+    ups = [t for t in said if t.startswith("upper <= ")]
+    assert ups and ups[-1].startswith(f"upper <= {s1.upper.bound} ")
+    assert said[-1] == f"{s1.lower.bound} <= r <= {s1.upper.bound}; peers"
+    p1, p0 = s1.save(tmp_path / "with"), s0.save(tmp_path / "without")
+    for k in ("lower", "upper"):
+        assert open(p1[k], "rb").read() == open(p0[k], "rb").read()

@@ -80,7 +80,7 @@ def test_lower_search_starts_are_capped(monkeypatch):
     seen = []
     real = lower.prune_both
     monkeypatch.setattr(lower, "CAP", 20)
-    monkeypatch.setattr(lower, "prune_both", lambda A, msgs, eps, thr: seen.append(len(msgs)) or real(A, msgs, eps, thr))
+    monkeypatch.setattr(lower, "prune_both", lambda A, msgs, *rest: seen.append(len(msgs)) or real(A, msgs, *rest))
     lower.decoding_candidates(A, 0.2)
     assert seen and max(seen) <= 20
 

@@ -81,3 +81,42 @@ def test_other_starts_pass_their_own_test_and_replay_across_eps(spec):
         assert eps * lower.inverse_norm(lower.decoded(A, msgs, dec)) < 1
         fresh = lower.other_starts(A, eps, far[1:], {})
         assert fresh[1] == M and np.array_equal(fresh[2], msgs)
+
+
+@settings(max_examples=15, deadline=None)
+@given(heads, st.sampled_from([0.15, 0.25, 0.4]))
+def test_soft_prune_returns_a_larger_prefix_of_the_pruning_that_passes(spec, eps):
+    """soft_prune: a set the pruning passed on the way (the start without a prefix of the dropped
+    messages), larger than the argmax cells' M0, whose decoder (row l1 norms <= 1) passes the
+    inverse-norm test in floats; None only when no probe passes."""
+    family, n, d, beta, seed, _ = spec
+    A = synthetic.head(family, n, d, beta=Fraction(beta), seed=seed).attention()
+    start = lower.farthest_rows(A, min(A.shape))
+    dropped = []
+    msgs0, _ = lower.prune_both(A, start, eps, eps * (1 + lower.SAFETY) + 1e-12, dropped)[1]
+    M0 = len(msgs0)
+    assert np.array_equal(lower.prune_both_last(start, dropped[:len(start) - M0]), msgs0)
+    found = lower.soft_prune(A, eps, start, dropped, M0, probes=4)
+    if found is None:
+        return
+    msgs, G = found
+    assert len(msgs) > M0
+    assert np.array_equal(msgs, lower.prune_both_last(start, dropped[:len(start) - len(msgs)]))
+    assert G.shape == (A.shape[1], len(msgs)) and np.abs(G).sum(axis=1).max() <= 1
+    assert lower.passes(lower.inverse_norm(A[msgs] @ G), eps)
+
+
+def test_soft_prune_beats_the_pruning_and_the_kernel_verifies_it(tmp_path):
+    """A head where soft decoders keep more of the pruning's messages than the argmax cells (the
+    route of heads with N > 512, here called directly): the kernel VERIFIES the certificate."""
+    from certkit.search import writer
+    h = Head.from_file(Path(__file__).resolve().parent.parent / "data" / "heads" / "gauss-n128-d16-beta4.safetensors")
+    A = h.attention()
+    start = lower.farthest_rows(A, min(A.shape))
+    dropped = []
+    msgs0, _ = lower.prune_both(A, start, 0.25, 0.25 * (1 + lower.SAFETY) + 1e-12, dropped)[1]
+    msgs, G = lower.soft_prune(A, 0.25, start, dropped, len(msgs0))
+    assert len(msgs) > len(msgs0)
+    v = writer.write_checked(str(tmp_path / "lower.json"), "lower-decoding-inverse-norm", len(msgs), "1/4", h,
+                             {"messages": (msgs, "int"), "decoder": (G, "float")}, {"producer": "test"})
+    assert v.status == "VERIFIED"

@@ -67,13 +67,16 @@ def parse_synthetic(spec):
 
 # ---------------------------------------------------------------- one head
 
-def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None):
-    """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*."""
+def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None, progress=None):
+    """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
+    progress: None or a callable taking a short text (the search stages, for a status line)."""
     inst = head.instance()           # first: a head no certificate can state is a user error
     A = head.attention()
     rows, shared = [], {}
     for eps in eps_list:
-        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared)
+        say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
+        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
+                     progress=say)
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -270,13 +273,16 @@ def certify_heads(args, heads, eps_list, peers):
     tty = sys.stderr.isatty()
     rows, t0 = [], time.perf_counter()
     for i, h in enumerate(heads, 1):
+        status = None
         if tty:
-            print(f"\r[{i}/{len(heads)}] {h.name[:60]:<60}", end="", file=sys.stderr, flush=True)
-        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts)
+            status = lambda text, i=i, h=h: print(f"\r[{i}/{len(heads)}] {h.name[:24]}: {text[:44]:<44}", end="",
+                                                  file=sys.stderr, flush=True)
+            status("")
+        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts, progress=status)
         rows.extend(new)
         write_summary(rows, args.out, peers)          # nothing lost on interruption
         if tty:
-            print("\r" + " " * 70 + "\r", end="", file=sys.stderr)
+            print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
         if not args.json:
             for r in new:
                 peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)

@@ -145,14 +145,15 @@ def prune_many(A, msgs, tests):
     return [f if f is not None else (msgs, argmax_cells(A, msgs)) for f in found]
 
 
-def prune_both(A, msgs, eps, thr):
+def prune_both(A, msgs, eps, thr, dropped=None):
     """prune_many(A, msgs, [margin test, inverse test]) with the same results, faster: the
     contraction is updated in place (dropping a message only re-assigns the columns of its
     cell, and only the cells receiving them are re-summed, in the same order), and a float
     inverse X of T is carried along (InverseTracker: a Schur downdate for the dropped message,
     a Woodbury update for the re-summed cells, O(m^2 q) per step instead of a fresh O(m^3)
     factorisation); a set is rejected on X only when it fails by 10 %, so drift cannot decide;
-    anything closer is decided by inverse_norm as before."""
+    anything closer is decided by inverse_norm as before.  dropped: None or a list that receives
+    the messages dropped, in order (the set of size m is msgs without the first len(msgs) - m)."""
     msgs = np.array(msgs, dtype=np.int64)
     found = [None, None]
     if len(msgs) == 0:
@@ -185,6 +186,8 @@ def prune_both(A, msgs, eps, thr):
                 found[1] = (msgs, cells.copy())
                 inv = None
         a = int(np.argmin(mg))
+        if dropped is not None:
+            dropped.append(int(msgs[a]))
         msgs = np.delete(msgs, a)
         pos = np.delete(pos, a)
         moved = cells == a
@@ -582,10 +585,19 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
     sizes = sorted({min(m, len(far)) for m in (hi, 2 * (hi or 0), min(n, N), 64) if m})
     starts = [np.array(peaked)] + [far[:m] for m in sizes]
     kinds = ("lower-decoding-margin", "lower-decoding-inverse-norm")
+    best_prune = None                                  # (M, start, dropped) of the best inverse-norm set
     for msgs0 in starts:
-        for kind, (msgs, cells) in zip(kinds, prune_both(A, msgs0, eps, thr)):
+        dropped = []
+        for kind, (msgs, cells) in zip(kinds, prune_both(A, msgs0, eps, thr, dropped)):
             if len(msgs) > 1:
                 out.append((kind, len(msgs), msgs, cells))
+        M = len(msgs)                                  # the inverse-norm set
+        if best_prune is None or M > best_prune[0]:
+            best_prune = (M, msgs0, dropped)
+    if soft and A.shape[1] > 512 and best_prune is not None and best_prune[0] > 1:
+        found = soft_prune(A, eps, best_prune[1], best_prune[2], best_prune[0])
+        if found is not None:
+            out.append(("lower-decoding-inverse-norm", len(found[0]), found[0], found[1]))
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
         growth = [] if growth is None else growth
         msgs, cells = grow_inverse(A, eps, growth=growth)
@@ -601,6 +613,43 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
                 out.append(other)
     out.sort(key=lambda c: -c[1])
     return out
+
+
+def prune_both_last(start, dropped):
+    """The messages prune_both left: start without the dropped ones (in start's order)."""
+    return np.asarray(start, dtype=np.int64)[~np.isin(start, dropped)]
+
+
+def soft_prune(A, eps, start, dropped, M0, probes=3, reach=1.3):
+    """Larger message sets than the pruning's, with soft decoders: (messages, G) or None.
+
+    The pruning drops messages one at a time (dropped, in order; at least len(start) - M0) until
+    the argmax cells pass the inverse-norm test at M0 messages; the sets it passed on the
+    way (start without the first len(start) - M dropped, M > M0) may still pass with a better
+    decoder (Lemma 8.2 holds for any decoder G with row l1 norms <= 1; soft_decoder comes within
+    a few per cent of the LP-optimal one, docs/mathematics.md §8.1).  Bisection on M in
+    (M0, min(len(start), reach M0)] with at most `probes` soft decoders (each O(N^2 M) per
+    L-BFGS step), as if passing were monotone in M (it nearly is: a subset's optimal decoder
+    value is no larger); only sets that pass in floats are returned, and the kernel decides.
+    For heads with N > 512, where the greedy growth (grow_inverse) is not run: at L = 1024 on
+    SmolLM2 heads, 249 -> 282 messages (benchmarks/bench_real_heads.py)."""
+    start = np.asarray(start, dtype=np.int64)
+    lo, hi, best = M0, min(len(start), int(reach * M0)), None
+    for _ in range(probes):
+        if hi <= lo:
+            break
+        M = (lo + hi + 1) // 2
+        msgs = prune_both_last(start, dropped[:len(start) - M])
+        Am = A[msgs]
+        ok = passes(M / Am.max(axis=0).sum(), eps)          # t* >= M / sum_j max_a Am[a, j] (soft_extend)
+        if ok:
+            v, G = soft_decoder(Am)
+            ok = G is not None and passes(v, eps)
+        if ok:
+            lo, best = M, (msgs, G)
+        else:
+            hi = M - 1
+    return best
 
 
 FEW = 4        # a growth that ends at <= FEW messages is retried from other starts

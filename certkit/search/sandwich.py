@@ -75,12 +75,15 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
 
 
 @limited()
-def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None):
+def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None,
+             progress=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory, each checked once; None where the search found none), with the
     peers' smallest k.  A, inst: head.attention() and head.instance() when the caller shares them
     between eps.  provenance: extra string/integer fields for the certificates' provenance (a model
-    head's model, layer, head, ...); shared: see certify_lower."""
+    head's model, layer, head, ...); shared: see certify_lower; progress: None or a callable taking
+    a short text at each stage (a terminal's status line: certkit certify passes one when stderr is
+    a terminal; never part of a certificate)."""
     t0 = time.perf_counter()
     inst = head.instance() if inst is None else inst      # first: a head no certificate states is a HeadError
     A = head.attention() if A is None else A
@@ -88,13 +91,18 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     prov.update({k: v for k, v in (provenance or {}).items()
                  if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+        say = progress or (lambda text: None)
+        say("lower search")
         lo = certify_lower(A, eps, head, os.path.join(tmp, "lower.json"), prov, LAYOUT, shared)
+        say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
         up = certify_upper(A, eps, head, inst, os.path.join(tmp, "upper.json"), prov,
-                           floor=lo["bound"] if lo else 1, attempts=attempts, layout=LAYOUT)
+                           floor=lo["bound"] if lo else 1, attempts=attempts, layout=LAYOUT, progress=progress)
         lower_c = Certificate.read(lo["file"], search=lo, verdict=lo["verdict"]) if lo else None
         upper_c = Certificate.read(up["file"], search=up, verdict=up["verdict"]) if up else None
     seconds = time.perf_counter() - t0
     found = {}
+    if peers:
+        say(f"{lo['bound'] if lo else '-'} <= r <= {up['bound'] if up else '-'}; peers")
     for p in peers:
         from . import peers as peer_mod
         try:

@@ -32,6 +32,9 @@ BLOCK = 1 << 20        # entries per row block of the refinement on large heads
 LARGE = 1 << 22        # n N above this: a sketched SVD and row-blocked errors (docs/design.md, long contexts)
 BUDGET_FROM = 1 << 20  # n N above this: the refinement has max(200, 2^32 / (n N)) evaluations in all
 REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 4 n N bytes)
+TINY = 2.0 ** -100     # row weights of the refinement's gradient below this are 0 (subnormal float32
+                       # products make a GEMM 10-200x slower; such a row's share is below float32's
+                       # rounding next to the worst row's weight, which is >= 1 / n^(1 - 1/p))
 
 
 # ---------------------------------------------------------------- row fits on a basis
@@ -187,7 +190,8 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         w = r ** p
         sw = w.sum()
         F = m * sw ** (1 / p)
-        ge = (w / r / sw ** (1 - 1 / p)).astype(np.float32)       # (e / m)^(p - 1) / sw^(1 - 1/p)
+        ge = w / r / sw ** (1 - 1 / p)                            # (e / m)^(p - 1) / sw^(1 - 1/p)
+        ge = np.where(ge < TINY, 0.0, ge).astype(np.float32)     # no subnormal float32 in the products
         g = np.empty(x.size)
         gC, gG = g[:n * k].reshape(n, k), None
         for b in blocks:                                          # one block: R, S from above
@@ -335,7 +339,7 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, **kw):
+def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, progress=None, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -344,7 +348,8 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
     n N k^2 per IRLS sweep) before the refinement; off by default: on real and synthetic heads
     the refinement from the SVD reaches the same ranks without it.  polish: LP row fits on the
     final basis when the refinement won (lowers the certified error, never the rank; n LPs).
-    kw: passed to descend / refine.  Deterministic: no clocks, no randomness."""
+    kw: passed to descend / refine.  progress: None or a callable taking a short text (each
+    certified rank, for a status line).  Deterministic: no clocks, no randomness."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
@@ -360,6 +365,8 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         tried.append({"method": method, "k": int(k), "certified_error": float(e)})
         if e <= eps:
             best = {"k": int(k), "U": U, "V": V, "method": method, "certified_error": float(e)}
+            if progress is not None:
+                progress(f"upper <= {k} ({method})")
             return True
         return False
 
