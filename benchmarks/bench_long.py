@@ -73,7 +73,12 @@ def main():
     ap.add_argument("--baseline", metavar="REV", help="also run this git revision (side by side)")
     ap.add_argument("--baseline-max", type=int, default=2048, help="largest n for the baseline (default 2048)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it counts as failed")
+    ap.add_argument("--table", default=os.path.join(HERE, "benchmarks", "results", "long.md"), metavar="FILE",
+                    help="the markdown table the README shows, written as each size lands "
+                         "(default benchmarks/results/long.md; tests/test_readme_tables.py compares them)")
     args = ap.parse_args()
+    rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    table = ["| n | seconds | peak memory | sandwich | goal |", "|---|---|---|---|---|"]
     base = worktree(args.baseline) if args.baseline else None
     cols = f"{'n':>6} {'seconds':>9} {'peak GiB':>9} {'sandwich':>16} {'goal':>14}"
     if base:
@@ -89,11 +94,17 @@ def main():
                 goal.append(f"<= {GOAL_GIB[n]:g} GiB")
             if r is None:
                 line = f"{n:>6} {'timeout':>9} {'-':>9} {'-':>16} {', '.join(goal):>14}"
+                table.append(f"| {n} | timeout after {args.timeout:g} s | — | — | {', '.join(goal) or '—'} |")
             else:
                 s, gib, lo, up = r
                 met = all([s <= GOAL_SECONDS.get(n, float("inf")), gib <= GOAL_GIB.get(n, float("inf"))])
                 line = (f"{n:>6} {s:>9.1f} {gib:>9.2f} {f'{lo} <= r <= {up}':>16} "
                         f"{(', '.join(goal) + (' met' if met else ' MISSED')) if goal else '-':>14}")
+                table.append(f"| {n} | {s:.1f} | {gib:.2f} GiB | {lo} ≤ r ≤ {up} | "
+                             f"{(', '.join(goal) + (': met' if met else ': MISSED')) if goal else '—'} |")
+            with open(args.table, "w") as f:
+                f.write(f"<!-- python benchmarks/bench_long.py at {rev}, {os.cpu_count()} cores -->\n"
+                        + "\n".join(table) + "\n")
             if base:
                 b = run_once(base, n, args.timeout) if n <= args.baseline_max else None
                 if b is None:
