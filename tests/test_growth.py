@@ -66,5 +66,7 @@ def test_scale_causal_real_on_a_small_decoder(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(growth, "task", lambda t: calls.append(t) or [])
     assert main(args) == 0 and calls == []                 # every point read back
     assert (tmp_path / "o" / "causal-real.csv").read_text().splitlines() == lines
+    other = [a if a != "1/4" else "1/2" for a in args]         # another eps: nothing is read back
+    assert main(other) == 0 and len(calls) == 2 * 3
     assert main(args[:2] + ["causal-real,causal"] + args[3:]) == 64
     assert "runs alone" in capsys.readouterr().err

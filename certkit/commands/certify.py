@@ -350,16 +350,14 @@ def model_markdown(meta, rows, peers):
 
 
 def model_statistics(rows):
-    """The summary's statistics line: sandwiches complete and tight, upper / lower (median, 90th
-    percentile, max), upper / SVD k (median, max) and the heads' seconds added up."""
-    import numpy as np
-    done = [r for r in rows if r["lower"] and r["upper"]]
-    ratio = np.array([r["upper"] / r["lower"] for r in done])
-    svd = np.array([r["upper"] / r["peers"]["svd"]["k"] for r in done if (r["peers"].get("svd") or {}).get("k")])
-    q = lambda a, p: f"{np.percentile(a, p):.2f}" if a.size else "-"
-    return (f"**{len(done)} of {len(rows)} sandwiches complete** (both bounds VERIFIED), {sum(r['lower'] == r['upper'] for r in done)} "
-            f"tight; upper / lower median {q(ratio, 50)}, 90th percentile {q(ratio, 90)}, max {q(ratio, 100)}; "
-            f"upper / SVD k median {q(svd, 50)}, max {q(svd, 100)}; {sum(r['seconds'] for r in rows):.0f} s of "
+    """The summary's statistics line, from report.certify_statistics."""
+    from .report import certify_statistics
+    st = certify_statistics(rows)
+    q = lambda k: "-" if st.get(k) is None else f"{st[k]:.2f}"
+    return (f"**{st['complete']} of {st['rows']} sandwiches complete** (both bounds VERIFIED), {st['tight']} "
+            f"tight; upper / lower median {q('median_upper_over_lower')}, 90th percentile "
+            f"{q('p90_upper_over_lower')}, max {q('max_upper_over_lower')}; upper / SVD k median "
+            f"{q('median_upper_over_svd')}, max {q('max_upper_over_svd')}; {st['seconds']:.0f} s of "
             f"certification over the heads.")
 
 

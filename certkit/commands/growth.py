@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ..errors import UserError
+from ..numbers import tag
 from ..outputs import write_atomic
 from ..search import writer
 
@@ -51,7 +52,8 @@ def parse_heads(text):
 
 
 def task(t):
-    """Rows of one (head, n): certify the head at one eps into t["folder"], then rows.json."""
+    """Rows of one (head, n): certify the head at one eps into t["folder"], then its rows (with the
+    run's settings, so a rerun reads them back only for the same model, text and eps)."""
     from .certify import certificate_provenance, certify_head
     h = t["head"]
     rows = certify_head(h, [t["eps"]], t["folder"], (), 0, 24, certificate_provenance(h))
@@ -62,7 +64,8 @@ def task(t):
             "reconstruction_max_abs_diff": p["reconstruction_max_abs_diff"],
             "lower_file": r["lower_file"] and os.path.join(t["rel"], r["lower_file"]),
             "upper_file": r["upper_file"] and os.path.join(t["rel"], r["upper_file"])} for r in rows]
-    write_atomic(os.path.join(t["folder"], "rows.json"), json.dumps(out, indent=1) + "\n")
+    out = [dict(r, **t["settings"]) for r in out]
+    write_atomic(os.path.join(t["folder"], t["rows"]), json.dumps(out, indent=1) + "\n")
     return out
 
 
@@ -78,25 +81,32 @@ def points(model, heads, lengths, eps, out, workers=1, scheduler=None, progress=
             raise UserError(f"--growth-heads: l{l}-h{h} is not a head of {info['name']} "
                             f"({info['layers']} layers x {info['heads']} heads)")
     root = os.path.join(out, "certificates", "causal-real")
+    # a point is read back only when it was certified with the same model file, text and eps
+    settings = {"eps": str(eps), "model": info["name"], "model_sha256": info.get("sha256"),
+                "text_sha256": ex.builtin_text()[1]}
+    rows_name = f"rows-eps{tag(eps)}.json"
     done, todo = [], []
     for n in lengths:
-        layers = sorted({l for l, _ in heads})
         waiting = []
         for l, h in heads:
             rel = os.path.join("certificates", "causal-real", f"l{l}-h{h}", f"n{n}")
             try:
-                with open(os.path.join(out, rel, "rows.json")) as f:
-                    done += json.load(f)
-                continue
+                with open(os.path.join(out, rel, rows_name)) as f:
+                    rows = json.load(f)
             except (OSError, ValueError):
+                rows = []
+            if rows and all(r.get(k) == v for r in rows for k, v in settings.items()):
+                done += rows
+            else:
                 waiting.append((l, h, rel))
         if not waiting:
             continue
         ids, sha, _ = ex.inputs(tok, info, None, None, n)
-        c = ex.capture(mdl, info, ids, layers=layers)
+        c = ex.capture(mdl, info, ids, layers=sorted({l for l, _, _ in waiting}))
         for l, h, rel in waiting:
             (hd,) = ex.model_heads(c, [l], [h], [1], sha)
-            todo.append({"head": hd, "eps": eps, "folder": os.path.join(root, f"l{l}-h{h}", f"n{n}"), "rel": rel})
+            todo.append({"head": hd, "eps": eps, "folder": os.path.join(root, f"l{l}-h{h}", f"n{n}"), "rel": rel,
+                         "settings": settings, "rows": rows_name})
     del mdl
     from tqdm import tqdm
     with tqdm(total=len(todo), desc=f"causal growth law ({info['name']})", unit="point", disable=not progress) as bar:
@@ -220,7 +230,7 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
     import csv
     import io
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
     write_atomic(os.path.join(out, "causal-real.csv"), buf.getvalue())

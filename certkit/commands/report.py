@@ -244,13 +244,20 @@ def calibrate_html(folder, row_limit):
 
 # ---------------------------------------------------------------- certify
 def certify_statistics(rows):
-    """Counts and ratios of certify rows: sandwiches complete, tight, median and max upper / lower, per eps."""
+    """Counts and ratios of certify rows: sandwiches complete, tight, upper / lower (median, 90th
+    percentile, max), upper / the SVD peer's k where it was run (median, max), seconds added up,
+    and per eps the median bounds."""
     import numpy as np
     done = [r for r in rows if r.get("lower") and r.get("upper") is not None]
-    out = {"rows": len(rows), "complete": len(done), "tight": sum(1 for r in done if r["lower"] == r["upper"])}
+    out = {"rows": len(rows), "complete": len(done), "tight": sum(1 for r in done if r["lower"] == r["upper"]),
+           "seconds": sum(r.get("seconds") or 0 for r in rows)}
     if done:
         ratio = [r["upper"] / r["lower"] for r in done]
-        out.update(median_upper_over_lower=float(np.median(ratio)), max_upper_over_lower=float(max(ratio)))
+        out.update(median_upper_over_lower=float(np.median(ratio)), max_upper_over_lower=float(max(ratio)),
+                   p90_upper_over_lower=float(np.percentile(ratio, 90)))
+    svd = [r["upper"] / r["peers"]["svd"]["k"] for r in done if ((r.get("peers") or {}).get("svd") or {}).get("k")]
+    if svd:
+        out.update(median_upper_over_svd=float(np.median(svd)), max_upper_over_svd=float(max(svd)))
     out["by_eps"] = {}
     for e in sorted({str(r.get("eps")) for r in rows}, key=Fraction):
         sel = [r for r in done if str(r.get("eps")) == e]

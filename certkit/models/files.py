@@ -86,32 +86,40 @@ def check_config(folder):
     if model_type not in fam.FAMILIES:
         custom = " (it names custom code in auto_map, which certkit never runs)" if "auto_map" in config else ""
         raise ModelError(f"{path}: model_type {model_type!r} is not supported{custom}; certkit reads {fam.SUPPORTED}")
+    found = [(quantity, key, config[key]) for quantity, (keys, _) in SIZE_FIELDS.items() for key in keys
+             if config.get(key) is not None]
+    check_sizes(path, found, {q: " or ".join(keys) for q, (keys, _) in SIZE_FIELDS.items()})
+    return config
+
+
+def check_sizes(path, found, names):
+    """{quantity: value} of the sizes found in a model's metadata at path (found: (quantity, field,
+    value) for every field present; the first of a quantity counts), once every value is an integer
+    in its range (SIZE_FIELDS), layers, heads and width are given (names: the fields looked for), the
+    key/value heads divide the heads, the heads divide the width (unless a head dimension is given)
+    and the float32 parameters fit in this machine's memory; ModelError naming the field otherwise."""
     sizes = {}
-    for quantity, (keys, top) in SIZE_FIELDS.items():
-        for key in keys:
-            value = config.get(key)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise ModelError(f"{path}: {key} = {_short(value)}: the {quantity} must be an integer in 1..{top}")
-            sizes.setdefault(quantity, (key, value))
+    for quantity, field, value in found:
+        top = SIZE_FIELDS[quantity][1]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise ModelError(f"{path}: {field} = {_short(value)}: the {quantity} must be an integer in 1..{top}")
+        sizes.setdefault(quantity, (field, value))
     for quantity in ("layers", "heads", "width"):
         if quantity not in sizes:
-            keys = " or ".join(SIZE_FIELDS[quantity][0])
-            raise ModelError(f"{path}: no {quantity} ({keys}) in the config")
+            raise ModelError(f"{path}: no {quantity} ({names[quantity]}) given")
     (hk, heads), (wk, width) = sizes["heads"], sizes["width"]
     if "key/value heads" in sizes and heads % sizes["key/value heads"][1]:
         kk, kv = sizes["key/value heads"]
         raise ModelError(f"{path}: {hk} = {heads} query heads do not share {kk} = {kv} key/value heads evenly")
     if "head dimension" not in sizes and width % heads:
-        raise ModelError(f"{path}: {wk} = {width} is not a multiple of {hk} = {heads} (no head_dim given)")
-    need = 4 * parameter_estimate({q: v for q, (_, v) in sizes.items()})
-    have = physical_memory()
+        raise ModelError(f"{path}: {wk} = {width} is not a multiple of {hk} = {heads} (no head dimension given)")
+    values = {q: v for q, (_, v) in sizes.items()}
+    need, have = 4 * parameter_estimate(values), physical_memory()
     if have and need > have:
         named = ", ".join(f"{k} = {v}" for k, v in sizes.values())
         raise ModelError(f"{path}: {named} make about {need / 2**30:.1f} GiB of float32 parameters, more than "
                          f"this machine's {have / 2**30:.1f} GiB of memory")
-    return config
+    return values
 
 
 def parameter_estimate(sizes):
@@ -232,38 +240,10 @@ def check_gguf(path):
     if arch not in GGUF_ARCHITECTURES:
         raise ModelError(f"{path}: general.architecture {_short(arch)} is not supported; certkit reads GGUF files of "
                          f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
-    sizes = {}
-    for quantity, key in GGUF_SIZE_KEYS.items():
-        value = meta.get(f"{arch}.{key}")
-        if value is None:
-            continue
-        top = SIZE_FIELDS[quantity][1]
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-            raise ModelError(f"{path}: {arch}.{key} = {_short(value)}: the {quantity} must be an integer in 1..{top}")
-        sizes[quantity] = value
+    found = [(q, f"{arch}.{key}", meta[f"{arch}.{key}"]) for q, key in GGUF_SIZE_KEYS.items()
+             if meta.get(f"{arch}.{key}") is not None]
     if vocabulary is not None:
-        if not 1 <= vocabulary <= SIZE_FIELDS["vocabulary"][1]:
-            raise ModelError(f"{path}: tokenizer.ggml.tokens holds {vocabulary} tokens: the vocabulary must be in "
-                             f"1..{SIZE_FIELDS['vocabulary'][1]}")
-        sizes["vocabulary"] = vocabulary
-    for quantity in ("layers", "heads", "width"):
-        if quantity not in sizes:
-            raise ModelError(f"{path}: no {arch}.{GGUF_SIZE_KEYS[quantity]} in the GGUF metadata")
-    if sizes["heads"] % sizes.get("key/value heads", sizes["heads"]):
-        raise ModelError(f"{path}: {sizes['heads']} query heads do not share {sizes['key/value heads']} key/value heads evenly")
-    if "head dimension" not in sizes and sizes["width"] % sizes["heads"]:
-        raise ModelError(f"{path}: the width {sizes['width']} is not a multiple of the {sizes['heads']} heads")
-    need, have = 4 * parameter_estimate(sizes), physical_memory()
-    if have and need > have:
-        raise ModelError(f"{path}: the sizes make about {need / 2**30:.1f} GiB of float32 parameters, more than this "
-                         f"machine's {have / 2**30:.1f} GiB of memory")
+        found.append(("vocabulary", "the count of tokenizer.ggml.tokens", vocabulary))
+    sizes = check_sizes(path, found, {q: f"{arch}.{key}" for q, key in GGUF_SIZE_KEYS.items()})
     return arch, sizes, dict(sorted(kinds.items()))
 
-
-def sha256_file(path):
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()

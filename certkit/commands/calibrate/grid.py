@@ -12,6 +12,7 @@ For the model's head at length L and beta = m / sqrt(d_head) (m = 1 is the model
 One JSON file per group under OUT/configs (configs.py); certificates under
 OUT/certificates/L<L>-l<layer>-h<head>/m<m>-eps-<eps>.{lower,upper,chain}.json.
 """
+import functools
 import json
 import os
 import time
@@ -219,10 +220,11 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
         _, sha = ex.text()
         source = "pydoc_data.topics (sorted keys)"
         window = lambda L: ex.token_window(tok, info["kind"], L)
-    else:
-        sha = ex.inputs(tok, info, text, tokens, min(lengths))[1]
+    else:                                    # each length's window tokenised once (its sha: of the whole input)
+        window = functools.lru_cache(maxsize=None)(lambda L: ex.inputs(tok, info, text, tokens, L)[0])
+        sha = ex.sha256_of(text) if text is not None else ex.sha256_of(ids=np.asarray(tokens).reshape(-1))
         source = "--text" if text is not None else "--tokens"
-        window = lambda L: ex.inputs(tok, info, text, tokens, L)[0]
+        window(min(lengths))                 # a bad input (too short, no tokenizer) fails before any work
     previous = os.path.join(out, "meta.json")
     if os.path.exists(previous):
         with open(previous) as f:
