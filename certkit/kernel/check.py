@@ -10,7 +10,7 @@ from .kinds import KINDS, ROUTE_ENCLOSURES, Kind
 from .load import read_json, header, claim as read_claim, instance as read_instance, Claim
 from .verdict import Verdict, Malformed, Unsupported, Rejected
 
-CHECKER = "certkit-kernel 1.1"
+CHECKER = "certkit-kernel 1.2"
 DEFAULT_ROUTE = "auto"      # the route of check(), `certkit verify`, the API and batch unless one is asked for
 ROUTES = (DEFAULT_ROUTE,) + tuple(ROUTE_ENCLOSURES)
 AUTO_ARB = 1 << 20          # route auto: the Arb re-check is tried on instances of at most 2^20 entries
@@ -61,7 +61,7 @@ def _check(path, route):
             details, beta_text = kind.rule(doc["instance"], c, doc["witness"])
         else:
             base = os.path.dirname(os.path.abspath(path))
-            inst = read_instance(doc, base)
+            inst = read_instance(doc, base, kind.shape == "pair")
             first = "fast" if route == "auto" else route
             with np.errstate(all="ignore"):
                 try:

@@ -1,4 +1,4 @@
-"""Strict reading of certificate formats 1.0 and 1.1 (row masks): JSON, version gate, numerals, arrays,
+"""Strict reading of certificate formats 1.0, 1.1 (row masks) and 1.2 (row keys, replacement): JSON, version gate, numerals, arrays,
 sidecars.  Anything not exactly as the format says is Malformed(JSON path, what); a version or kind
 this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
 sidecars are Unsupported."""
@@ -19,7 +19,7 @@ from .numerals import parse_numeral, parse_int, exact_float
 from .verdict import Malformed, Unsupported
 
 FORMAT = "certkit-certificate"
-VERSION = (1, 1)
+VERSION = (1, 2)
 MAX_FILE = 1 << 26            # 64 MiB of JSON
 MAX_SIDECAR = 1 << 32         # 4 GiB per array
 MAX_INLINE = 1 << 20          # inline array entries
@@ -113,29 +113,33 @@ def header(doc, kinds):
 @dataclass
 class Claim:
     relation: str
-    bound: int
+    bound: int              # 0 for a distance claim
     eps: Fraction
+    quantity: str = "r_eps"
 
     def text(self):
+        if self.quantity != "r_eps":
+            return f"max_i ||A_i - A'_i||_1 <= {self.eps}"
         return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
 
 
 def claim(doc, kind):
-    """The claim of a document of kind (a kinds-table row)."""
-    c = obj(doc["claim"], "$.claim", ["quantity", "relation", "bound", "eps"])
-    if c["quantity"] != "r_eps":
-        raise Malformed("$.claim.quantity", f"expected \"r_eps\", got {c['quantity']!r:.60}")
+    """The claim of a document of kind (a kinds-table row): r_eps, or for a "pair" kind the max row-l1 distance."""
+    q = "max_row_l1_distance" if kind.shape == "pair" else "r_eps"
+    c = obj(doc["claim"], "$.claim", ["quantity", "relation"] + ["bound"] * (q == "r_eps") + ["eps"])
+    if c["quantity"] != q:
+        raise Malformed("$.claim.quantity", f"expected {q!r}, got {c['quantity']!r:.60}")
     rel = kind.relation
     if c["relation"] != rel:
         raise Malformed("$.claim.relation", f"kind {kind.name} proves {rel!r}, got {c['relation']!r:.60}")
-    bound = parse_int(c["bound"], "$.claim.bound", lo=0)
-    eps = parse_numeral(c["eps"], "$.claim.eps")
-    if not 0 < eps < 1:
-        raise Malformed("$.claim.eps", f"eps must lie in (0, 1), got {eps}")
+    bound = parse_int(c["bound"], "$.claim.bound", lo=0) if q == "r_eps" else 0
+    eps, top = parse_numeral(c["eps"], "$.claim.eps"), (1 if q == "r_eps" else 2)
+    if not 0 < eps < top:
+        raise Malformed("$.claim.eps", f"eps must lie in (0, {top}), got {eps}")
     a = doc["assumptions"]
     if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(kind.lemmas):
         raise Malformed("$.assumptions", f"kind {kind.name} relies on exactly {list(kind.lemmas)}, got {a!r:.120}")
-    return Claim(rel, bound, eps)
+    return Claim(rel, bound, eps, q)
 
 
 def array(x: object, path: str, base_dir: str, shape: tuple, kind: str = "float") -> np.ndarray:
@@ -279,13 +283,17 @@ def beta(x, path):
 @dataclass
 class Instance:
     """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped);
-    mask (o, w): row i sees only i + o - w < j <= i + o (w None: j <= i + o), elsewhere A_ij = 0."""
+    mask (o, w): row i sees only i + o - w < j <= i + o (w None: j <= i + o); row_keys (n x k):
+    row i sees only the keys listed in its row; elsewhere A_ij = 0.  replacement: the second
+    attention A' of a "pair" kind."""
     beta: Beta
     Q: np.ndarray
     K: np.ndarray
     weights: np.ndarray | None
     bias: np.ndarray | None
     mask: tuple | None = None
+    row_keys: np.ndarray | None = None
+    replacement: "Instance | None" = None
 
     @property
     def n(self):
@@ -300,49 +308,82 @@ class Instance:
         return None if self.weights is None else np.flatnonzero(self.weights > 0)
 
 
-def instance(doc: dict, base_dir: str) -> "Instance":
-    masks = ["row_mask"] if int(doc["version"].split(".")[1]) >= 1 else []      # format 1.1
-    x = obj(doc["instance"], "$.instance", ["beta", "queries", "keys"], ["column_weights", "logit_bias"] + masks)
-    get = lambda k, shape: array(x[k], f"$.instance.{k}", base_dir, shape) if k in x else None
-    Q = array(x["queries"], "$.instance.queries", base_dir, (None, None))
-    K = array(x["keys"], "$.instance.keys", base_dir, (None, Q.shape[1]))
-    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])),
-                         x.get("row_mask"))
+def instance(doc: dict, base_dir: str, pair: bool = False) -> "Instance":
+    """The certificate's instance; for a "pair" kind (format 1.2) with its replacement, of the same n x N."""
+    minor, path = int(doc["version"].split(".")[1]), "$.instance.replacement"
+    if pair and minor < 2:
+        raise Malformed("$.version", f"a replacement needs format 1.2, got {doc['version']}")
+    inst = read_head(doc["instance"], "$.instance", base_dir, minor, ["replacement"] if pair else [])
+    if pair:
+        inst.replacement = r = read_head(doc["instance"]["replacement"], path, base_dir, minor)
+        if (r.n, r.N) != (inst.n, inst.N):
+            raise Malformed(path, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
+    return inst
+
+
+def read_head(x, path, base_dir, minor, required=()):
+    """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1), row keys (1.2)."""
+    opt = ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1) + ["row_keys"] * (minor >= 2)
+    x = obj(x, path, ["beta", "queries", "keys", *required], opt)
+    get = lambda k, shape, kind="float": array(x[k], f"{path}.{k}", base_dir, shape, kind) if k in x else None
+    Q = array(x["queries"], f"{path}.queries", base_dir, (None, None))
+    K = array(x["keys"], f"{path}.keys", base_dir, (None, Q.shape[1]))
+    n, N = Q.shape[0], K.shape[0]
+    return make_instance(x["beta"], Q, K, get("column_weights", (N,)), get("logit_bias", (n, N)), x.get("row_mask"),
+                         get("row_keys", (n, None), "int"), path)
 
 
 def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
-                  bias: np.ndarray | None = None, mask_doc: dict | None = None) -> "Instance":
+                  bias: np.ndarray | None = None, mask_doc: dict | None = None, row_keys: np.ndarray | None = None,
+                  path: str = "$.instance") -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
-    format-1.1 forms), with every check a certificate's instance gets."""
-    b = beta(beta_doc, "$.instance.beta")
+    certificate forms), with every check a certificate's instance gets."""
+    b = beta(beta_doc, f"{path}.beta")
     (n, d), N = Q.shape, K.shape[0]
     if n == 0 or N == 0 or d == 0:
-        raise Malformed("$.instance", f"empty instance (n={n}, N={N}, d={d})")
+        raise Malformed(path, f"empty instance (n={n}, N={N}, d={d})")
     if d > 512:
         raise Unsupported(f"head dimension d = {d} (this checker reads d <= 512)")
     if np.max(np.abs(Q), initial=0) > 2.0 ** 64 or np.max(np.abs(K), initial=0) > 2.0 ** 64:
-        raise Malformed("$.instance", "query/key entries larger than 2^64")
+        raise Malformed(path, "query/key entries larger than 2^64")
     w = weights
     if w is not None:
         if np.any(w < 0):
-            raise Malformed(f"$.instance.column_weights[{int(np.argmax(w < 0))}]", "negative weight")
+            raise Malformed(f"{path}.column_weights[{int(np.argmax(w < 0))}]", "negative weight")
         if not np.any(w > 0):
-            raise Malformed("$.instance.column_weights", "every column is dropped (all weights 0)")
+            raise Malformed(f"{path}.column_weights", "every column is dropped (all weights 0)")
         if np.all(w == 1.0):
             w = None
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
-        raise Malformed("$.instance.logit_bias", "bias entries larger than 2^40")
-    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w))
+        raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
+    mask = None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask")
+    if row_keys is not None:
+        see_keys(row_keys, N, w, mask, f"{path}.row_keys")
+    return Instance(b, Q, K, w, bias, mask, row_keys)
 
 
-def row_mask(x, n, N, w):
+def row_mask(x, n, N, w, path):
     """(offset, window) of a "row_mask" object; Malformed unless every row sees a kept key."""
-    obj(x, "$.instance.row_mask", ["offset"], ["window"])
-    o = parse_int(x["offset"], "$.instance.row_mask.offset", -2 ** 40, 2 ** 40)
-    win = parse_int(x["window"], "$.instance.row_mask.window", 1, 2 ** 40) if "window" in x else None
+    obj(x, path, ["offset"], ["window"])
+    o = parse_int(x["offset"], f"{path}.offset", -2 ** 40, 2 ** 40)
+    win = parse_int(x["window"], f"{path}.window", 1, 2 ** 40) if "window" in x else None
     seen = np.concatenate([[0], np.cumsum(np.ones(N) if w is None else w > 0)])     # kept keys j < t
     hi = np.clip(np.arange(n) + o + 1, 0, N)
     empty = seen[hi] - (0 if win is None else seen[np.clip(hi - win, 0, N)]) == 0
     if np.any(empty):
-        raise Malformed("$.instance.row_mask", f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win})")
+        raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win})")
     return o, win
+
+
+def see_keys(keys, N, w, mask, path):
+    """Malformed unless every entry of the n x k "row_keys" is a key index and every row lists a
+    kept key that its row mask shows."""
+    if keys.size and (keys.min() < 0 or keys.max() >= N):
+        i, j = np.argwhere((keys < 0) | (keys >= N))[0]
+        raise Malformed(f"{path}[{i}][{j}]", f"key {int(keys[i, j])} out of range [0, {N})")
+    ok = np.ones(keys.shape, dtype=bool) if w is None else w[keys] > 0
+    if mask is not None:
+        hi = np.arange(keys.shape[0])[:, None] + mask[0]
+        ok &= (keys <= hi) & (keys > hi - (np.inf if mask[1] is None else mask[1]))
+    if not np.all(np.any(ok, axis=1)):
+        raise Malformed(path, f"query {int(np.argmin(np.any(ok, axis=1)))} sees no key")

@@ -7,6 +7,7 @@ from .load import read_json, read_regular, instance, make_instance, array, FORMA
 from .numerals import parse_numeral, exact_float
 from .rows import enclose_all
 from .rule_chain import enclosures as chain_enclosures, read_witness as chain_witness, chain, geometry as chain_geometry
+from .rule_distance import max_row_distance
 from .rule_factorization import max_row_error
 from .rule_lattice import lattice_count, theta_sum
 from .svd import singular_value_bounds

@@ -77,12 +77,18 @@ class _Prepared:
         return inflate(D, 16)
 
     def visible(self, idx):
-        """Kept column j visible to row i: i + o - w < j <= i + o (proofs/row-masks.md); len(idx) x Nk."""
-        if self.inst.mask is None:
-            return np.ones((len(idx), self.Nk), dtype=bool)
-        o, w = self.inst.mask
-        hi = np.asarray(idx)[:, None] + o
-        return (self.cols <= hi) & (self.cols > hi - (np.inf if w is None else w))
+        """Kept column j visible to row i: i + o - w < j <= i + o (proofs/row-masks.md) and, with
+        row keys, j listed in row i; len(idx) x Nk."""
+        vis, inst = np.ones((len(idx), self.Nk), dtype=bool), self.inst
+        if inst.mask is not None:
+            o, w = inst.mask
+            hi = np.asarray(idx)[:, None] + o
+            vis &= (self.cols <= hi) & (self.cols > hi - (np.inf if w is None else w))
+        if inst.row_keys is not None:
+            listed = np.zeros((len(idx), inst.N), dtype=bool)
+            np.put_along_axis(listed, inst.row_keys[idx], True, axis=1)
+            vis &= listed[:, self.cols]
+        return vis
 
     def block(self, idx):
         """(m, rho) for the rows idx, m over kept columns; worked in chunks of rows that fit in cache."""
@@ -97,7 +103,7 @@ class _Prepared:
             if bias is not None:
                 x += bias
                 biasmax[c:c + step] = np.max(np.abs(bias), axis=1)
-            vis = None if inst.mask is None else self.visible(ix)
+            vis = None if inst.mask is None and inst.row_keys is None else self.visible(ix)
             if vis is not None:
                 x[~vis] = -np.inf                                # max over the visible keys only
             x -= np.max(x, axis=1, keepdims=True)
