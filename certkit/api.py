@@ -14,15 +14,15 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
-from .certificate import Certificate, Sandwich
+from .certificate import Certificate, Comparison, Sandwich
 from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict, check
-from .numbers import parse_eps, parse_eps_list
+from .numbers import parse_distance, parse_eps, parse_eps_list
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited
 
-__all__ = ["Certificate", "Sandwich", "certify", "verify", "audit", "scale", "calibrate", "tables",
+__all__ = ["Certificate", "Sandwich", "Comparison", "certify", "compare", "verify", "audit", "scale", "calibrate", "tables",
            "AuditResult", "ScaleResult", "CausalLaw", "CalibrateResult", "TablesResult", "Table"]
 
 EpsLike = str | int | float | Fraction               # an exact number: 0.1 means 1/10 (certkit.numbers)
@@ -64,6 +64,41 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
         A, inst = head.attention(), head.instance()
         return [sandwich(head, e, peers, seed, attempts, A=A, inst=inst) for e in parse_eps_list(eps)]
     return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
+
+
+@limited()
+def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None,
+            out: str | os.PathLike[str] | None = None) -> Comparison:
+    """The certified distance  max_i ||A_i - A'_i||_1 <= eps  between a head's attention A and a
+    replacement's A' (by the operator identity, the worst error of the attention output over all
+    value matrices with entries in [-1, 1]; docs/mathematics.md §10).  replacement: a Head of the
+    same n x N (certkit.compress builds the common ones) or a method spelling such as "quant:int8",
+    "lowrank:k=16", "evict:sinks=4,window=64", "topk:k=32".  eps None: the smallest eps this search
+    states (the kernel's proven bound rounded up to 4 significant digits, checked on the fast route);
+    a given eps is claimed as it is (fast route, then Arb where fast rejects).  Returns a Comparison:
+    .distance (exact, None if not proved), .estimate (float64), .certificate (kernel-VERIFIED) and
+    .verdict; out: a file path to keep the certificate at (else it lives in memory only).
+
+    >>> import numpy as np, certkit
+    >>> h = certkit.Head.from_arrays(np.eye(4), np.eye(4), beta=2)
+    >>> c = certkit.compare(h, "quant:int4")
+    >>> c.verdict.status, c.distance is not None and c.estimate <= c.distance
+    ('VERIFIED', True)
+    """
+    with needs("search", "compare"):
+        from .compress import MethodError, parse_methods
+        from .search.compare import certify_distance
+    if not isinstance(head, Head):
+        raise TypeError(f"compare: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
+    if isinstance(replacement, str):
+        methods = parse_methods(replacement)
+        if len(methods) != 1:
+            raise MethodError(f"compare: {replacement!r} spells {len(methods)} settings; give one")
+        replacement = methods[0].apply(head)
+    if not isinstance(replacement, Head):
+        raise TypeError(f"compare: replacement must be a certkit.Head or a method string, got {type(replacement).__name__}")
+    return certify_distance(head, replacement, None if eps is None else parse_distance(eps),
+                            None if out is None else os.fspath(out))
 
 
 @limited(preload=())

@@ -16,6 +16,7 @@ from typing import Any
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict, check
 from .kernel.numerics import read_json, read_regular
+from .numbers import decimal
 from .outputs import write_atomic
 
 
@@ -71,7 +72,10 @@ class Certificate:
 
     @property
     def bound(self) -> int:
-        """The certified bound: r_eps(A) <= bound (upper) or >= bound (lower)."""
+        """The certified bound: r_eps(A) <= bound (upper) or >= bound (lower); a distance
+        certificate (kind attention-distance) has none: its claim is eps."""
+        if "bound" not in self.doc["claim"]:
+            raise AttributeError(f"a {self.kind} certificate claims a distance (its eps), not a rank bound")
         return int(self.doc["claim"]["bound"])
 
     @property
@@ -80,6 +84,8 @@ class Certificate:
 
     @property
     def claim(self) -> str:
+        if self.doc["claim"]["quantity"] == "max_row_l1_distance":
+            return f"max_i ||A_i - A'_i||_1 <= {self.eps}"
         return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
 
     def save(self, path: str) -> str:
@@ -136,3 +142,37 @@ class Sandwich:
     def __repr__(self) -> str:
         lo, up = self.bounds
         return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps})"
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    """max_i ||A_i - A'_i||_1 <= distance for a head A and a replacement A' (a compressed head):
+    by the operator identity, the worst error of the attention output over all value matrices with
+    entries in [-1, 1].  distance is the eps of a kernel-VERIFIED attention-distance certificate
+    (None where none was proved); estimate is the float64 value (not rigorous), kernel_bound the
+    kernel's proven float bound before the claim's rounding up."""
+    head: Head
+    replacement: Head
+    distance: Fraction | None
+    estimate: float
+    kernel_bound: float
+    certificate: Certificate | None
+    verdict: Verdict
+    seconds: float = 0.0
+
+    @property
+    def method(self) -> str:
+        return str(self.replacement.provenance.get("compression", self.replacement.name))
+
+    def row(self, file: str | None = None) -> dict[str, Any]:
+        """The summary row of `certkit compare`."""
+        h = self.head
+        return {"head": h.name, "method": self.method, "n": h.n, "N": h.N, "d": h.d, "beta": str(h.beta),
+                "certified": None if self.distance is None else decimal(self.distance),
+                "certified_float": None if self.distance is None else float(self.distance),
+                "estimate": self.estimate, "kernel_bound": self.kernel_bound, "verdict": self.verdict.status,
+                "file": file, "seconds": self.seconds}
+
+    def __repr__(self) -> str:
+        d = "not proved" if self.distance is None else f"<= {float(self.distance):.4g}"   # exact: 4 digits
+        return f"Comparison({self.head.name} vs {self.method}: max_i ||A_i - A'_i||_1 {d}, float {self.estimate:.4g})"

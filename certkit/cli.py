@@ -6,6 +6,7 @@ add_arguments(parser) and run(args)).
   certkit audit CERT.json...    chain quantities by five routes, disagreements flagged (exit 1)
   certkit tables [--out DIR]    certified constants as CSV / Markdown / LaTeX
   certkit certify HEAD...       certified sandwiches lower <= r_eps <= upper, peers compared
+  certkit compare --method M    the certified error of a compressed head (quantised, low-rank, evicted keys)
   certkit scale                 the sphere / ball / interaction scaling laws, every point a VERIFIED lower bound
   certkit calibrate             the real-model calibration grid (pretrained heads, offline)
   certkit report DIR            a self-contained report.html for a calibrate, certify or scale folder
@@ -167,6 +168,25 @@ COMMANDS = {
         "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c\n"
         "  certkit certify --model minilm --text notes.txt --length 128 --eps 1/4 --out /tmp/minilm128",
         "certkit.commands.certify", extras=("search",)),
+    "compare": Command(
+        "the certified error max_i ||A_i - A'_i||_1 of a compressed head (quantised, low-rank, evicted keys)",
+        "For each head and compression setting (--method), a certificate that max_i ||A_i - A'_i||_1 <= eps for the "
+        "head's attention A and the compressed head's A', VERIFIED by the kernel (kind attention-distance, format "
+        "1.2), eps the kernel's proven bound rounded up to 4 significant digits. That is the worst error of the "
+        "attention output over every value matrix with entries in [-1, 1]. Methods: queries and keys quantised "
+        "(int8, int4 symmetric per channel; fp8 e4m3), low-rank keys or logits (truncated SVD), an evicted KV "
+        "cache (attention sinks + recent window, heavy hitters, a fixed list), sliding-window and top-k "
+        "attention. With --eps, the cheapest setting per head and method whose certified error is <= eps. "
+        "Writes DIR/<head>/<method>.json, DIR/<head>/rows.json and DIR/summary.{md,json,csv}; with --model, "
+        "a layer x head figure per method. Resumable: a rerun with the same settings skips finished heads.",
+        "Exit status: 0 every setting certified, 1 some setting without a certified distance below 2, "
+        "4 internal error, 64 bad input (a --method spelled wrongly names what is wrong), 66 a head, text or "
+        "token file missing, 69 an extra is not installed ('search'; 'models' for --model), 73 --out cannot "
+        "be written or another certkit run is writing there.\n"
+        "Examples:\n  certkit compare --synthetic gaussian:n=256,d=32,beta=1/4 --method quant:int8,int4,fp8\n"
+        "  certkit compare --model smollm2 --length 128 --layers 0-3 --method 'lowrank:k=8..32' --eps 1/4 --lower\n"
+        "  certkit compare --model minilm --method evict:sinks=4,window=16..64 --method topk:k=32 --eps 1/10",
+        "certkit.commands.compare", extras=("search",)),
     "scale": Command(
         "certified scaling laws: sphere beta^((d-1)/2), ball beta^(d/2), interaction Gamma^(r/2)",
         "Reproduce the scaling laws of r_eps with certificates (docs/mathematics.md §8.2-8.4): for each family and dimension, "

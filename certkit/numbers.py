@@ -105,6 +105,14 @@ def parse_eps(x: object, what: str = "eps") -> Fraction:
     return e
 
 
+def parse_distance(x: object, what: str = "eps") -> Fraction:
+    """A distance tolerance for max_i ||A_i - A'_i||_1 in (0, 2), exact (every such distance is <= 2)."""
+    e = exact(x, what)
+    if not 0 < e < 2:
+        raise UserError(f"{what}: {brief(e)} is outside (0, 2) (every row-l1 distance of two attentions is <= 2)")
+    return e
+
+
 def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
     """A list of eps from "0.1,1/4", one number, or an iterable of numbers; an empty entry
     ("1/4,,1/2", "1/4,") is refused, not skipped."""
@@ -215,6 +223,22 @@ def numeral(x: int | Fraction | float) -> str:
     if isinstance(x, Fraction):
         return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
     return float(x).hex()
+
+
+def decimal(x: Fraction) -> str:
+    """x as an exact decimal (1933/100000 -> "0.01933") when its denominator is 2^a 5^b, else "p/q"."""
+    x = Fraction(x)
+    q, twos, fives = x.denominator, 0, 0
+    while q % 2 == 0:
+        q, twos = q // 2, twos + 1
+    while q % 5 == 0:
+        q, fives = q // 5, fives + 1
+    if q != 1:
+        return f"{x.numerator}/{x.denominator}"
+    k = max(twos, fives)                           # x 10^k is an integer
+    digits = str(abs(x.numerator) * 10 ** k // x.denominator).rjust(k + 1, "0")
+    body = digits[:-k] + "." + digits[-k:] if k else digits
+    return ("-" if x < 0 else "") + body
 
 
 def tag(x: object) -> str:

@@ -390,31 +390,21 @@ def model_figures(meta, rows, out_dir):
     return paths
 
 
-def run_model(args, eps_list, peers):
-    """certkit certify --model: every requested head of the model at each multiplier and eps."""
+def read_model_heads(args, mults, out_root):
+    """The requested heads of args.model (a folder, a GGUF file or a built-in name) on its input
+    (--text, --tokens or the built-in text; --length, --window), at each beta multiplier: (info,
+    heads, meta), meta the model and input part of a run's summary.  --out (default
+    <out_root>/<model>) is checked before the model is read and created after."""
     import sys
     from ..models import extract as ex
-    from ..numbers import exact
     from ..numbers import parse_indices
-    if args.heads or args.synthetic or args.beta:
-        raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
     layers = parse_indices(args.model_layers, "--layers")
     heads = parse_indices(args.model_heads, "--heads")
-    mults = []
-    for v in [x for x in args.multipliers.split(",") if x.strip()] or [""]:
-        m = exact(v, "--multipliers")
-        if m <= 0:
-            raise CertifyError(f"--multipliers: {m} is not > 0 (beta = m x the model's own scale)")
-        mults.append(m)
     if args.text is not None and args.tokens is not None:
         raise CertifyError("give --text FILE or --tokens FILE, not both")
-    if args.workers < 1:
-        raise CertifyError(f"--workers: {args.workers} must be >= 1")
-    from ..parallel import parse_scheduler, run as run_tasks
-    parse_scheduler(args.scheduler)
     txt = ex.read_text_file(args.text) if args.text is not None else None
     toks = ex.read_tokens_file(args.tokens) if args.tokens is not None else None
-    args.out = args.out or os.path.join("data", "certify", ex.model_name(args.model))
+    args.out = args.out or os.path.join(out_root, ex.model_name(args.model))
     writer.check_folder(args.out, "--out")             # created once the model and its input are read
     model, tok, info = ex.load(args.model)
     layers = ex.check_indices(None if layers == "all" else layers, info["layers"], "--layers")
@@ -428,7 +418,6 @@ def run_model(args, eps_list, peers):
     err = ex.reconstruction(c)
     del model
     writer.ensure_folder(args.out, "--out")
-    lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
     hs = ex.model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}
@@ -438,8 +427,29 @@ def run_model(args, eps_list, peers):
                 f"--tokens {os.path.basename(args.tokens)}" if args.tokens else "built-in text (Python reference topics)",
                 text_sha256=sha, window=args.window, token_offset=offset, length=len(ids),
                 reconstruction_max_abs_diff=max(h.provenance["reconstruction_max_abs_diff"] for h in hs),
-                certified_layers=layers, certified_heads=heads,
-                multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
+                certified_layers=layers, certified_heads=heads)
+    return info, hs, meta
+
+
+def run_model(args, eps_list, peers):
+    """certkit certify --model: every requested head of the model at each multiplier and eps."""
+    import sys
+    from ..numbers import exact
+    if args.heads or args.synthetic or args.beta:
+        raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
+    mults = []
+    for v in [x for x in args.multipliers.split(",") if x.strip()] or [""]:
+        m = exact(v, "--multipliers")
+        if m <= 0:
+            raise CertifyError(f"--multipliers: {m} is not > 0 (beta = m x the model's own scale)")
+        mults.append(m)
+    if args.workers < 1:
+        raise CertifyError(f"--workers: {args.workers} must be >= 1")
+    from ..parallel import parse_scheduler, run as run_tasks
+    parse_scheduler(args.scheduler)
+    info, hs, meta = read_model_heads(args, mults, os.path.join("data", "certify"))
+    lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
+    meta.update(multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
                 seed=args.seed, attempts=args.attempts)
     meta["command"] = rerun_command(args, meta)
     done = finished_heads(args.out, meta, hs)

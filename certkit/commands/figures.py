@@ -63,25 +63,37 @@ def layer_head_maps(rows, stem, title):
     bound, the upper bound of r_eps(A), upper / lower (1 = tight) and, when the SVD peer was run,
     upper / the truncated SVD's certified k (below 1: our certificate needs fewer terms).  rows: the
     summary rows of one eps and one multiplier.  Writes stem.{png,pdf,svg}; returns the paths."""
-    import numpy as np
-    layers = sorted({r["layer"] for r in rows})
-    heads = sorted({r["head_index"] for r in rows})
-    grid = lambda f: np.array([[next((f(r) for r in rows if r["layer"] == l and r["head_index"] == h
-                                      and f(r) is not None), np.nan) for h in heads] for l in layers], dtype=float)
     svd_k = lambda r: ((r.get("peers") or {}).get("svd") or {}).get("k")
-    panels = [("certified lower bound", grid(lambda r: r["lower"]), "viridis", "d"),
-              ("certified upper bound", grid(lambda r: r["upper"]), "viridis", "d"),
-              ("upper / lower", grid(lambda r: r["upper"] / r["lower"] if r["lower"] and r["upper"] else None),
+    panels = [("certified lower bound", rows, lambda r: r["lower"], "viridis", "d"),
+              ("certified upper bound", rows, lambda r: r["upper"], "viridis", "d"),
+              ("upper / lower", rows, lambda r: r["upper"] / r["lower"] if r["lower"] and r["upper"] else None,
                "magma_r", ".2f")]
     if any(svd_k(r) for r in rows):
-        panels.append(("upper / SVD k", grid(lambda r: r["upper"] / svd_k(r) if r["upper"] and svd_k(r) else None),
+        panels.append(("upper / SVD k", rows, lambda r: r["upper"] / svd_k(r) if r["upper"] and svd_k(r) else None,
                        "cividis", ".2f"))
+    return layer_head_panels(panels, stem, title)
+
+
+def layer_head_panels(panels, stem, title, shared_scale=False):
+    """Heat maps side by side, one per panel (name, rows, value(row) or None, colormap, number
+    format): layers down, query heads across, each cell labelled while the grid is small; with
+    shared_scale, one colour scale for all panels.  Writes stem.{png,pdf,svg}; returns the paths."""
+    import numpy as np
+    every = [r for p in panels for r in p[1]]
+    layers = sorted({r["layer"] for r in every})
+    heads = sorted({r["head_index"] for r in every})
+    grid = lambda rows, f: np.array([[next((f(r) for r in rows if r["layer"] == l and r["head_index"] == h
+                                            and f(r) is not None), np.nan) for h in heads] for l in layers], dtype=float)
+    grids = [grid(rows, f) for _, rows, f, _, _ in panels]
+    finite = [g[np.isfinite(g)] for g in grids]
+    limits = (min(f.min() for f in finite if f.size), max(f.max() for f in finite if f.size)) \
+        if shared_scale and any(f.size for f in finite) else (None, None)
     with figure_style() as plt:
         width = min(2 * COLUMN_WIDTH, 1.0 + 0.36 * len(heads) * len(panels))
         fig, axes = plt.subplots(1, len(panels), figsize=(width, 1.0 + 0.17 * len(layers)), layout="constrained",
                                  sharey=True, squeeze=False)
-        for ax, (name, values, cmap, form) in zip(axes[0], panels):
-            im = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest")
+        for ax, (name, _, _, cmap, form), values in zip(axes[0], panels, grids):
+            im = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest", vmin=limits[0], vmax=limits[1])
             ax.set_title(name)
             ax.set_xticks(range(len(heads)), heads, fontsize=6)
             ax.set_xlabel("head")

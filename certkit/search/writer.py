@@ -13,9 +13,16 @@ from ..kernel.numerics import FORMAT
 from ..numbers import numeral
 
 INLINE_LIMIT = 4096
-# The oldest format version that states a document: 1.1 only for a row mask, so 1.0 readers keep
-# reading everything else.
-VERSION, MASK_VERSION = "1.0", "1.1"
+# The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for row keys
+# or a replacement, so that older readers keep reading everything else.
+VERSION, MASK_VERSION, PAIR_VERSION = "1.0", "1.1", "1.2"
+
+
+def version_of(*heads):
+    """The oldest format version that states these heads."""
+    if any(h.row_keys is not None for h in heads) or len(heads) > 1:
+        return PAIR_VERSION
+    return MASK_VERSION if any(h.mask is not None for h in heads) else VERSION
 
 
 def npy_bytes(a):
@@ -70,29 +77,38 @@ def _nested(a, conv):
     return [_nested(x, conv) for x in a] if a.ndim > 1 else [conv(v) for v in a.tolist()]
 
 
-def instance_json(w, head):
-    """The instance object of head (a certkit.Head), arrays through the writer w."""
-    inst = {"beta": head.beta_json(), "queries": w.array("queries", head.queries), "keys": w.array("keys", head.keys)}
+def instance_json(w, head, prefix=""):
+    """The instance object of head (a certkit.Head), arrays through the writer w (sidecars named
+    <stem>.<prefix><field>.npy)."""
+    inst = {"beta": head.beta_json(), "queries": w.array(prefix + "queries", head.queries),
+            "keys": w.array(prefix + "keys", head.keys)}
     if head.weights is not None:
-        inst["column_weights"] = w.array("column_weights", head.weights)
+        inst["column_weights"] = w.array(prefix + "column_weights", head.weights)
     if head.bias is not None:
-        inst["logit_bias"] = w.array("logit_bias", head.bias)
+        inst["logit_bias"] = w.array(prefix + "logit_bias", head.bias)
     if head.mask is not None:
         inst["row_mask"] = head.mask.json()
+    if head.row_keys is not None:
+        inst["row_keys"] = w.array(prefix + "row_keys", head.row_keys, "int")
     return inst
 
 
 def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT,
-                shared=False):
+                shared=False, replacement=None):
     """Write a certificate of kind (a kinds-table name) claiming r_eps(A) <relation> bound for head
-    (a certkit.Head).  witness_arrays: {field: (array, "float" | "int")}.  inline_limit, shared:
-    see CertificateWriter.  Returns the path."""
+    (a certkit.Head), or, with a replacement head (kind attention-distance, bound unused),
+    max_i ||A_i - A'_i||_1 <= eps.  witness_arrays: {field: (array, "float" | "int")}.
+    inline_limit, shared: see CertificateWriter.  Returns the path."""
     w = CertificateWriter(path, inline_limit, shared)
+    claim = {"quantity": "r_eps", "relation": KINDS[kind].relation, "bound": str(int(bound)), "eps": numeral(Fraction(eps))}
+    inst = instance_json(w, head)
+    if replacement is not None:
+        claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
+        inst["replacement"] = instance_json(w, replacement, "replacement.")
     doc = {
-        "format": FORMAT, "version": VERSION if head.mask is None else MASK_VERSION, "kind": kind,
-        "claim": {"quantity": "r_eps", "relation": KINDS[kind].relation,
-                  "bound": str(int(bound)), "eps": numeral(Fraction(eps))},
-        "instance": instance_json(w, head),
+        "format": FORMAT, "version": version_of(head, *[replacement] * (replacement is not None)), "kind": kind,
+        "claim": claim,
+        "instance": inst,
         "witness": {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()},
         "assumptions": list(KINDS[kind].lemmas),
     }

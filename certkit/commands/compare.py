@@ -1,0 +1,278 @@
+"""certkit compare: the certified error of a compressed head.
+
+For each head and each compression setting (certkit.compress: quantised queries and keys,
+low-rank keys or logits, an evicted KV cache, sliding-window or top-k attention), a certificate of
+
+    max_i ||A_i - A'_i||_1 <= eps          (kind attention-distance, format 1.2)
+
+that the kernel VERIFIES, eps the smallest the search states (the kernel's bound rounded up to 4
+significant digits).  By the operator identity this is the worst error of the attention output
+over every value matrix with entries in [-1, 1].  With --eps, the summary names per head and
+method the cheapest setting whose certified error is <= eps: the compression engineer's table.
+The heads: head files, --synthetic specs, or a model's heads on a text (as certkit certify).
+"""
+import csv
+import io
+import json
+import os
+import re
+import sys
+import time
+from fractions import Fraction
+
+from ..compress import parse_methods
+from ..errors import UserError
+from ..head import Head
+from ..numbers import decimal, parse_beta, parse_distance, tag
+from ..outputs import FolderLock, write_atomic
+from ..search import writer
+from .certify import parse_synthetic, read_model_heads
+
+HEAD_ROWS = "rows.json"            # a finished head's rows, beside its certificates
+COLUMNS = ["head", "layer", "head_index", "method", "family", "cost", "certified", "certified_float", "estimate",
+           "kernel_bound", "verdict", "lower", "lower_eps", "file", "seconds"]
+
+
+class CompareError(UserError):
+    """Bad input to compare (a message naming the argument and value)."""
+
+
+def add_arguments(p):
+    p.add_argument("heads", nargs="*", metavar="HEAD", help=".npz or .safetensors head files (arrays Q, K; "
+                   "optional beta, weights, bias)")
+    p.add_argument("--synthetic", action="append", default=[], metavar="SPEC",
+                   help="a synthetic head FAMILY[:n=..,N=..,d=..,beta=..,seed=..] as for certkit certify (repeatable)")
+    p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
+    p.add_argument("--method", action="append", required=True, metavar="SPEC",
+                   help="a compression setting, repeatable or ';'-separated: quant:int8, quant:int4, quant:fp8 "
+                        "(queries and keys; quant:int8,int4 lists several), lowrank:k=16 (rank-k keys; ,of=logits "
+                        "for rank-k logits), evict:sinks=4,window=64 (a KV cache keeping attention sinks and a "
+                        "recent window; ,heavy=8 adds the 8 keys of largest attention mass; evict:keep=0-15,40 a "
+                        "fixed list), window:w=128 (sliding window), topk:k=32. A range a..b doubles from a to b: "
+                        "lowrank:k=4..64, evict:sinks=4,window=16..512")
+    p.add_argument("--eps", default=None, help="a tolerance (exact, e.g. 1/4): the summary names per head and method "
+                   "the cheapest setting whose certified error is <= eps")
+    p.add_argument("--lower", action="store_true", help="with --eps: also certify r_eps(A) >= m (the lower search), "
+                   "shown beside the low-rank rows: no attention matrix of rank below m is within eps")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default data/compare; with --model "
+                   "data/compare/<model>)")
+    p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
+    p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it")
+    g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
+    g.add_argument("--model", metavar="DIR|FILE.gguf", help="a local Hugging Face folder, a GGUF file, or minilm / "
+                   "mpnet / smollm2 (the built-in real weights), read as for certkit certify")
+    g.add_argument("--text", metavar="FILE", help="UTF-8 text for the model (default: certkit's built-in text)")
+    g.add_argument("--tokens", metavar="FILE", help="token ids instead of a text")
+    g.add_argument("--length", type=int, default=128, metavar="N", help="tokens per window (default 128)")
+    g.add_argument("--window", type=int, default=0, metavar="K", help="which window of the text (default 0)")
+    g.add_argument("--layers", dest="model_layers", default="all", metavar="LIST", help="layers: all, 0-3 or 0,5")
+    g.add_argument("--heads", dest="model_heads", default="all", metavar="LIST", help="heads: all, 0-3 or 0,5")
+    g.add_argument("--workers", type=int, default=1, metavar="N", help="heads compared in N parallel processes")
+
+
+def compare_head(task):
+    """(index, rows) of one head: a certificate per setting under out/<head>/, rows.json written last."""
+    from ..search.compare import certify_distance
+    h, out, eps = task["head"], task["out"], task["eps"]
+    folder = os.path.join(out, h.name)
+    os.makedirs(folder, exist_ok=True)
+    p = h.provenance
+    where = {"layer": p.get("layer"), "head_index": p.get("head")}
+    prov = {k: v for k, v in p.items() if isinstance(v, (str, int)) and not isinstance(v, bool)}
+    rows = []
+    lower = lower_row(h, eps, folder, prov) if task["lower"] else {}
+    for m in task["methods"]:
+        path = os.path.join(folder, re.sub(r"[^A-Za-z0-9.]+", "-", m.spec) + ".json")
+        c = certify_distance(h, m.apply(h), path=path, provenance=dict(prov, compression=m.spec))
+        rows.append({**dict(c.row(os.path.relpath(path, out) if c.certificate else None), head=h.name),
+                     **where, "family": m.family, "cost": m.cost, "method": m.spec, **lower})
+    write_atomic(os.path.join(folder, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
+    return task["index"], rows
+
+
+def lower_row(h, eps, folder, prov):
+    """{"lower": m, "lower_eps": eps} with a kernel-VERIFIED certificate of r_eps(A) >= m under folder."""
+    from ..search.sandwich import certify_lower
+    r = certify_lower(h.attention(), eps, h, os.path.join(folder, f"eps-{tag(eps)}.lower.json"), prov)
+    return {"lower": None if r is None else r["bound"], "lower_eps": str(eps)}
+
+
+def cheapest(rows, eps):
+    """Per head and method family: the cheapest setting whose certified error is <= eps (None: none is)."""
+    best = {}
+    for r in rows:
+        key = (r["head"], r["family"])
+        ok = r["certified"] is not None and Fraction(r["certified"]) <= eps
+        if key not in best:
+            best[key] = None
+        if ok and (best[key] is None or r["cost"] < best[key]["cost"]):
+            best[key] = r
+    return [{"head": h, "family": f, "cheapest": None if r is None else r["method"],
+             "certified": None if r is None else r["certified"]} for (h, f), r in best.items()]
+
+
+def short(certified, none="not proved"):
+    """A certified distance (an exact decimal of 4 significant digits) as short text: the same number,
+    in scientific notation below 10^-3."""
+    if certified is None:
+        return none
+    return certified if Fraction(certified) >= Fraction(1, 1000) else f"{float(Fraction(certified)):.4g}"
+
+
+def summary_markdown(meta, rows, eps):
+    lines = [f"# certkit compare: {meta.get('model') or 'heads'}", "",
+             "Certified max_i ||A_i - A'_i||_1 (attention-distance certificates, each VERIFIED by the kernel): "
+             "the worst error of the attention output over value matrices with entries in [-1, 1].", "",
+             f"Regenerate: `{meta['command']}`", "",
+             "| head | method | certified | float estimate | r_eps >= |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['head']} | {r['method']} | {short(r['certified'], '—')} | {r['estimate']:.4g} | "
+                     f"{'' if r.get('lower') is None else r['lower']} |")
+    if eps is not None:
+        lines += ["", f"## Cheapest setting with certified error <= {eps}", "", "| head | method | cheapest | certified |",
+                  "|---|---|---|---|"]
+        lines += [f"| {c['head']} | {c['family']} | {c['cheapest'] or 'none'} | {short(c['certified'], '—')} |"
+                  for c in cheapest(rows, eps)]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(meta, rows, out, eps):
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(os.path.join(out, "summary.csv"), buf.getvalue())
+    doc = {"meta": meta, "rows": rows, "cheapest": None if eps is None else cheapest(rows, eps)}
+    write_atomic(os.path.join(out, "summary.json"), json.dumps(doc, indent=1) + "\n")
+    write_atomic(os.path.join(out, "summary.md"), summary_markdown(meta, rows, eps))
+
+
+def figures(meta, rows, out):
+    """out/compare-<family>.{png,pdf,svg}: per layer x head, the certified error of each setting of a
+    method family on one colour scale (model runs only; nothing without matplotlib)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        return []
+    if not rows or rows[0].get("layer") is None:
+        return []
+    from .figures import layer_head_panels
+    paths = []
+    for fam in dict.fromkeys(r["family"] for r in rows):
+        specs = list(dict.fromkeys(r["method"] for r in rows if r["family"] == fam))
+        panels = [(s, [r for r in rows if r["method"] == s], lambda r: r["certified_float"], "viridis", ".2f")
+                  for s in specs]
+        paths += layer_head_panels(panels, os.path.join(out, f"compare-{fam}"),
+                                   f"{meta['model']}, L = {meta['length']}: certified max_i ‖A_i − A′_i‖₁",
+                                   shared_scale=True)
+    return paths
+
+
+def run(args):
+    """certkit compare: exit 0 if every setting of every head got a certified distance, 1 otherwise."""
+    methods = [m for spec in args.method for m in parse_methods(spec)]
+    eps = None if args.eps is None else parse_distance(args.eps, "--eps")
+    if args.lower and (eps is None or eps >= 1):
+        raise CompareError("--lower needs --eps below 1 (the tolerance of the rank lower bound r_eps(A))")
+    if args.workers < 1:
+        raise CompareError(f"--workers: {args.workers} must be >= 1")
+    meta = {"methods": [m.spec for m in methods], "eps": None if eps is None else str(eps), "lower": args.lower}
+    if args.model is not None:
+        if args.heads or args.synthetic or args.beta:
+            raise CompareError("--model compares a model's heads: give no HEAD files, --synthetic or --beta with it")
+        args.multipliers, args.scheduler = "1", None
+        _, heads, model_meta = read_model_heads(args, [Fraction(1)], os.path.join("data", "compare"))
+        meta = {**model_meta, **meta}
+    else:
+        if args.text or args.tokens or args.length != 128 or args.window or args.model_layers != "all" \
+                or args.model_heads != "all":
+            raise CompareError("--text, --tokens, --length, --window, --layers and --heads need --model")
+        beta = parse_beta(args.beta, "--beta") if args.beta else None
+        heads = [Head.from_file(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
+        if not heads:
+            raise CompareError("no heads: give HEAD files, --synthetic SPEC or --model (see certkit compare --help)")
+        args.out = args.out or os.path.join("data", "compare")
+        writer.ensure_folder(args.out, "--out")
+    meta["command"] = command_line(args)
+    with FolderLock(args.out, "--out", args.wait):
+        return compare_heads(args, heads, methods, eps, meta)
+
+
+def command_line(args):
+    import shlex
+    parts = ["certkit", "compare"] + list(args.heads)
+    for s in args.synthetic:
+        parts += ["--synthetic", s]
+    for flag, value, default in (("--model", args.model, None), ("--text", args.text, None),
+                                 ("--tokens", args.tokens, None), ("--length", args.length, 128),
+                                 ("--window", args.window, 0), ("--layers", args.model_layers, "all"),
+                                 ("--heads", args.model_heads, "all"), ("--beta", args.beta, None),
+                                 ("--eps", args.eps, None)):
+        if value != default:
+            parts += [flag, str(value)]
+    for m in args.method:
+        parts += ["--method", m]
+    return " ".join(map(shlex.quote, parts + (["--lower"] if args.lower else []) + ["--out", args.out]))
+
+
+def compare_heads(args, heads, methods, eps, meta):
+    from ..parallel import run as run_tasks
+    done = finished(args.out, meta, heads)
+    tasks = [{"index": i, "head": h, "out": args.out, "methods": methods, "eps": eps, "lower": args.lower}
+             for i, h in enumerate(heads) if i not in done]
+    bar = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=len(heads), initial=len(done), desc="certkit compare", unit="head", file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        for i, new in run_tasks(compare_head, tasks, args.workers):
+            done[i] = new
+            write_summary(meta, [r for j in sorted(done) for r in done[j]], args.out, eps)   # nothing lost
+            if bar is not None:
+                bar.update(1)
+            if not args.json:
+                for r in new:
+                    (bar.write if bar is not None else print)(
+                        f"{r['head']}  {r['method']}:  max_i ||A_i - A'_i||_1 <= {short(r['certified'])}"
+                        f"  (float {r['estimate']:.4g})  [{r['seconds']:.2f} s]")
+    finally:
+        if bar is not None:
+            bar.close()
+    rows = [r for j in sorted(done) for r in done[j]]
+    write_summary(meta, rows, args.out, eps)
+    figures(meta, rows, args.out)
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+    elif eps is not None:
+        for c in cheapest(rows, eps):
+            print(f"{c['head']}  {c['family']}: cheapest with certified error <= {decimal(eps)}: "
+                  f"{c['cheapest'] or 'none'}" + (f" ({short(c['certified'])})" if c["cheapest"] else ""))
+    print(f"{len(rows)} certified distances ({len(heads)} heads) in {time.perf_counter() - t0:.1f} s; certificates "
+          f"and summary.md/json/csv under {args.out}", file=sys.stderr)
+    return 0 if all(r["certified"] is not None for r in rows) else 1
+
+
+def finished(out, meta, heads):
+    """{index: rows} of the heads already compared in out by a run with the same settings."""
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            before = json.load(f).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    same = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length")
+    if any(before.get(k) != meta.get(k) for k in same):
+        k = next(k for k in same if before.get(k) != meta.get(k))
+        raise CompareError(f"--out {out}: holds a run with {k} = {before.get(k)!r}, not {meta.get(k)!r}; "
+                           "give another --out (or remove that folder)")
+    done = {}
+    for i, h in enumerate(heads):
+        try:
+            with open(os.path.join(out, h.name, HEAD_ROWS)) as f:
+                rows = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if all(r["file"] is None or os.path.exists(os.path.join(out, r["file"])) for r in rows):
+            done[i] = rows
+    return done

@@ -1,0 +1,72 @@
+"""The certified distance between a head A and a replacement A' (certkit.compress):
+
+    max_i ||A_i - A'_i||_1 <= eps,
+
+proved by an attention-distance certificate (format 1.2) that the kernel VERIFIES; by the
+operator identity the worst error of the attention output over value matrices in [-1, 1]
+(docs/mathematics.md §10).  Untrusted like every producer: it predicts the kernel's bound with
+the kernel's own numerics, rounds it up to a short decimal and lets the kernel judge the claim.
+"""
+import math
+import os
+import tempfile
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from ..certificate import Certificate, Comparison
+from ..head import Head, HeadError, softmax_rows
+from ..kernel import DEFAULT_ROUTE, check
+from ..kernel.numerics import max_row_distance
+from .writer import certificate, remove
+
+KIND = "attention-distance"
+DIGITS = 4               # the claimed eps: the kernel's bound rounded up to this many significant digits
+ROWS = 1024              # rows per block of the float estimate
+
+
+def float_distance(head: Head, other: Head) -> float:
+    """max_i ||A_i - A'_i||_1 in float64, in row blocks (not rigorous: the estimate beside the proof)."""
+    worst = 0.0
+    for s in range(0, head.n, ROWS):
+        rows = slice(s, s + ROWS)
+        A, B = (softmax_rows(h.logits(rows=rows)) for h in (head, other))
+        worst = max(worst, float(np.max(np.sum(np.abs(A - B), axis=1))))
+    return worst
+
+
+def round_up(x: float, digits: int = DIGITS) -> Fraction:
+    """The smallest decimal with `digits` significant digits that is >= x (x > 0), exactly."""
+    f = Fraction(x)
+    scale = Fraction(10) ** (digits - 1 - math.floor(math.log10(x)))
+    return Fraction(math.ceil(f * scale)) / scale
+
+
+def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None, path: str | None = None,
+                     provenance: dict | None = None, shared: bool = True) -> Comparison:
+    """Certify max_i ||A_i - A'_i||_1 <= eps for the replacement, writing the certificate at path
+    (a temporary file when None; the Comparison holds its bytes either way).  eps None: the
+    smallest eps this search states (the kernel's bound rounded up to DIGITS significant digits),
+    checked on the fast route; a given eps is checked on the default route (fast, then Arb where
+    fast rejects).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
+    t0 = time.perf_counter()
+    if (replacement.n, replacement.N) != (head.n, head.N):
+        raise HeadError(f"replacement {replacement.name!r} is {replacement.n} x {replacement.N}, "
+                        f"the head {head.n} x {head.N}")
+    estimate = float_distance(head, replacement)
+    bound, _ = max_row_distance(head.instance(), replacement.instance(), "fast")
+    claim = round_up(bound) if eps is None else Fraction(eps)
+    if claim >= 2:                      # every row-l1 distance is <= 2: nothing to prove
+        from ..kernel import Verdict
+        v = Verdict("REJECTED", f"the certified bound {bound:.4g} is not below 2, the trivial bound")
+        return Comparison(head, replacement, None, estimate, bound, None, v, time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+        target = path or os.path.join(tmp, "distance.json")
+        certificate(target, KIND, 0, claim, head, {}, provenance, shared=shared, replacement=replacement)
+        v = check(target, "fast" if eps is None else DEFAULT_ROUTE)
+        cert = Certificate.read(target, verdict=v) if v.status == "VERIFIED" else None
+        if cert is None and path:
+            remove(target)
+    return Comparison(head, replacement, claim if cert else None, estimate, bound, cert, v,
+                      time.perf_counter() - t0)
