@@ -9,7 +9,7 @@ add_arguments(parser) and run(args)).
   certkit compare --method M    the certified error of a compressed head (quantised, low-rank, evicted keys)
   certkit scale                 the sphere / ball / interaction scaling laws, every point a VERIFIED lower bound
   certkit calibrate             the real-model calibration grid (pretrained heads, offline)
-  certkit report DIR            a self-contained report.html for a calibrate, certify or scale folder
+  certkit report DIR            a self-contained report.html for a calibrate, certify, scale or compare folder
 
 One error layer: main() turns certkit.errors.UserError into `certkit <command>: error: <message>` and
 its exit code (64 usage, 66 missing input, 73 unwritable output), a missing optional dependency into
@@ -215,9 +215,10 @@ COMMANDS = {
         "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
         "certkit.commands.calibrate", extras=("search", "plots", "models")),
     "report": Command(
-        "a self-contained report.html for a calibrate, certify or scale output folder",
+        "a self-contained report.html for a calibrate, certify, scale or compare output folder",
         "Build DIR/report.html from an output folder of certkit calibrate (meta.json with configs/ or "
-        "results.json), certify (summary.json) or scale (summary.json, points.csv): what was run, the tables "
+        "results.json), certify (summary.json), scale (summary.json, points.csv) or compare (summary.json with "
+        "cheapest): what was run, the tables "
         "(for calibrate the statistics recomputed from the rows: Spearman(r_SVD_int, R_con) pooled, per m, eps, "
         "length, layer and rank-within-m with bootstrap intervals over heads, both bridges, the shares, "
         "sandwiches, the paper's numbers beside ours), every figure of the folder embedded as PNG (calibrate: "

@@ -22,3 +22,18 @@ def test_the_thread_ratios_are_the_ones_bench_threads_measured():
     assert set(ratio) == {"default", "pinned", "CERTKIT_THREADS"}
     assert f"{ratio['default']:.2f}×" in README
     assert f"{ratio['CERTKIT_THREADS']:.1f}×" in README
+
+
+def per_method_table(summary):
+    """The per-method table `certkit compare` wrote at the top of a summary.md."""
+    text = (ROOT / summary).read_text(encoding="utf-8")
+    section = text.split("## Per method", 1)[1].split("## Per head", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("|")]
+
+
+def test_the_compare_tables_are_the_ones_certkit_compare_wrote():
+    for summary in ("data/compare/smollm2-L128/summary.md", "data/compare/smollm2-L2048-evict/summary.md"):
+        rows = per_method_table(summary)
+        assert len(rows) >= 3, f"{summary} holds no per-method table"
+        missing = [row for row in rows if row not in README.splitlines()]
+        assert not missing, f"README's table differs from {summary}: {missing}"

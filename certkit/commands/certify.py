@@ -241,7 +241,6 @@ def finished_heads(out, meta, hs):
 def run(args):
     """certkit certify: exit 0 if every (head, eps) got both certificates, 1 if some bound is
     missing; bad input raises a UserError (the CLI's exit 64/66)."""
-    import sys
     eps_list = parse_eps_list(args.eps)
     peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
     if peers:

@@ -119,12 +119,34 @@ def short(certified, none="not proved"):
     return certified if Fraction(certified) >= Fraction(1, 1000) else f"{float(Fraction(certified)):.4g}"
 
 
+def method_statistics(rows, eps):
+    """Markdown table lines: per method, over the heads, the median, 90th percentile and largest
+    certified distance and (with eps) on how many heads it is the cheapest setting within eps."""
+    import numpy as np
+    wins = {} if eps is None else {c["cheapest"]: 0 for c in cheapest(rows, eps)}
+    for c in [] if eps is None else cheapest(rows, eps):
+        wins[c["cheapest"]] += 1
+    head = "| method | heads | median | p90 | max |" + (f" cheapest within {eps} |" if eps is not None else "")
+    lines = [head, "|---" * (5 + (eps is not None)) + "|"]
+    for m in dict.fromkeys(r["method"] for r in rows):
+        v = np.array([r["certified_float"] if r["certified_float"] is not None else 2.0 for r in rows
+                      if r["method"] == m])
+        lines.append(f"| {m} | {len(v)} | {np.median(v):.3g} | {np.quantile(v, 0.9):.3g} | {v.max():.3g} |"
+                     + (f" {wins.get(m, 0)} |" if eps is not None else ""))
+    if eps is not None:
+        fams = dict.fromkeys(c["family"] for c in cheapest(rows, eps))
+        none = {f: sum(c["cheapest"] is None for c in cheapest(rows, eps) if c["family"] == f) for f in fams}
+        lines += ["", f"Heads where no setting is within {eps}: " + ", ".join(f"{f} {k}" for f, k in none.items()) + "."]
+    return lines
+
+
 def summary_markdown(meta, rows, eps):
     lines = [f"# certkit compare: {meta.get('model') or 'heads'}", "",
              "Certified max_i ||A_i - A'_i||_1 (attention-distance certificates, each VERIFIED by the kernel): "
              "the worst error of the attention output over value matrices with entries in [-1, 1].", "",
-             f"Regenerate: `{meta['command']}`", "",
-             "| head | method | certified | float estimate | r_eps >= |", "|---|---|---|---|---|"]
+             f"Regenerate: `{meta['command']}`", "", "## Per method (a distance not proved counts as 2)", ""]
+    lines += method_statistics(rows, eps)
+    lines += ["", "## Per head", "", "| head | method | certified | float estimate | r_eps >= |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['head']} | {r['method']} | {short(r['certified'], '—')} | {r['estimate']:.4g} | "
                      f"{'' if r.get('lower') is None else r['lower']} |")

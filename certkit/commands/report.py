@@ -1,4 +1,4 @@
-"""certkit report DIR: one self-contained DIR/report.html for a calibrate, certify or scale output
+"""certkit report DIR: one self-contained DIR/report.html for a calibrate, certify, scale or compare output
 folder (docs/report.md).
 
 * calibrate (meta.json + configs/ or results.json): the statistics recomputed from the rows
@@ -6,7 +6,8 @@ folder (docs/report.md).
   beside ours, the figures (made when missing) and the per-configuration rows;
 * certify (summary.json: a list of rows, or {"meta", "rows"} with --model): what was run, the
   sandwiches, their statistics, a sandwich figure and the rows;
-* scale (summary.json with "slopes"): scaling.md / causal.md rendered, every figure.
+* scale (summary.json with "slopes"): scaling.md / causal.md rendered, every figure;
+* compare (summary.json with "cheapest"): what was run, summary.md rendered, every figure.
 Figures are embedded as base64 PNG; no external CSS, script, font or URL.  The page has no date,
 so rebuilding it from the same folder gives the same bytes.  The figure style and the number
 format of the tables: certkit.commands.figures.
@@ -181,7 +182,7 @@ def kind_of(folder):
     if not os.path.exists(folder):
         raise InputError(f"{folder}: no such folder")
     if not os.path.isdir(folder):
-        raise ReportError(f"{folder}: is a file; give an output folder of certkit calibrate, certify or scale")
+        raise ReportError(f"{folder}: is a file; give an output folder of certkit calibrate, certify, scale or compare")
     has = lambda f: os.path.exists(os.path.join(folder, f))
     if has("meta.json") and (os.path.isdir(os.path.join(folder, "configs")) or has("results.json")):
         meta = read_json(os.path.join(folder, "meta.json"))
@@ -191,14 +192,16 @@ def kind_of(folder):
         s = read_json(os.path.join(folder, "summary.json"))
         if isinstance(s, dict) and "slopes" in s:
             return "scale"
+        if isinstance(s, dict) and "cheapest" in s and isinstance(s.get("rows"), list):
+            return "compare"
         rows = s.get("rows") if isinstance(s, dict) else s
         if isinstance(rows, list) and all(isinstance(r, dict) and "lower" in r and "upper" in r for r in rows):
             return "certify"
     if has("points.csv") and (has("slopes.csv") or has("scaling.md")) or has("causal.csv"):
         return "scale"
     raise ReportError(f"{folder}: not an output folder of certkit calibrate (meta.json with configs/ or "
-                      f"results.json), certify (summary.json with sandwich rows) or scale (summary.json with slopes, "
-                      f"or points.csv)")
+                      f"results.json), certify (summary.json with sandwich rows), scale (summary.json with slopes, "
+                      f"or points.csv) or compare (summary.json with cheapest)")
 
 
 # ---------------------------------------------------------------- calibrate
@@ -414,22 +417,36 @@ def scale_html(folder, row_limit):
     return "certkit scale: scaling laws of the approximation rank", "\n".join(parts), nfig, nrows
 
 
+def compare_html(folder, row_limit):
+    s = read_json(os.path.join(folder, "summary.json"))
+    meta = s.get("meta") or {}
+    parts = ["<h2>What was run</h2>",
+             f"<p><code>{esc(meta.get('command', 'certkit compare'))}</code>: for each head and compression setting, "
+             "a kernel-VERIFIED certificate (kind <code>attention-distance</code>) of max_i ‖A_i − A′_i‖₁ ≤ ε, the "
+             "worst error of the attention output over value matrices with entries in [−1, 1].</p>"]
+    if os.path.exists(os.path.join(folder, "summary.md")):
+        parts.append(markdown(read_text(os.path.join(folder, "summary.md")), row_limit, "summary.md", shift=1))
+    figs, nfig = figures_section(folder, {}, ())
+    parts += ["<h2>Figures</h2>", figs]
+    return f"certkit compare: {meta.get('model', 'heads')}", "\n".join(parts), nfig, len(s["rows"])
+
+
 # ---------------------------------------------------------------- entry points
 def build(folder, out=None, row_limit=ROW_LIMIT):
-    """Write the report of an output folder (calibrate, certify or scale) to out (default
+    """Write the report of an output folder (calibrate, certify, scale or compare) to out (default
     folder/report.html); returns {"kind", "path", "figures", "rows"}.  A folder that is none of them
     raises ReportError (a UserError, exit 64) naming it; a missing one InputError (66)."""
     folder = os.fspath(folder)
     kind = kind_of(folder)
-    title, body, nfig, nrows = {"calibrate": calibrate_html, "certify": certify_html, "scale": scale_html}[kind](
-        folder, row_limit)
+    title, body, nfig, nrows = {"calibrate": calibrate_html, "certify": certify_html, "scale": scale_html,
+                                "compare": compare_html}[kind](folder, row_limit)
     out = os.path.join(folder, "report.html") if out is None else os.fspath(out)
     write_atomic(out, page(title, body))
     return {"kind": kind, "path": out, "figures": nfig, "rows": nrows}
 
 
 def add_arguments(p):
-    p.add_argument("folder", metavar="DIR", help="an output folder of certkit calibrate, certify or scale")
+    p.add_argument("folder", metavar="DIR", help="an output folder of certkit calibrate, certify, scale or compare")
     p.add_argument("--out", metavar="FILE", default=None, help="where to write the page (default DIR/report.html)")
     p.add_argument("--rows", type=int, default=ROW_LIMIT, metavar="N",
                    help=f"at most N rows in each long table (default {ROW_LIMIT}; the CSV/JSON files hold them all)")

@@ -42,12 +42,17 @@ def run(args):
     if kind.shape == "parametric" and isinstance(inst, dict):     # no arrays
         print(f"instance    {', '.join(f'{k}={v}' for k, v in inst.items())}")
     elif isinstance(inst, dict):
-        print(f"beta        {json.dumps(inst.get('beta'))}")
-        print(f"queries     {shape(inst.get('queries'))}")
-        print(f"keys        {shape(inst.get('keys'))}")
-        for k in ("column_weights", "logit_bias"):
-            if k in inst:
-                print(f"{k:<11} {shape(inst[k])}")
+        for who, x in (("", inst), ("replacement ", inst.get("replacement"))):
+            if not isinstance(x, dict):
+                continue
+            print(f"{who}beta".ljust(11) + f" {json.dumps(x.get('beta'))}")
+            print(f"{who}queries".ljust(11) + f" {shape(x.get('queries'))}")
+            print(f"{who}keys".ljust(11) + f" {shape(x.get('keys'))}")
+            for k in ("column_weights", "logit_bias", "row_keys"):
+                if k in x:
+                    print(f"{who}{k}".ljust(11) + f" {shape(x[k])}")
+            if "row_mask" in x:
+                print(f"{who}row_mask".ljust(11) + f" {json.dumps(x['row_mask'])}")
     else:
         print("instance    ? (not an object)")
     print(f"witness     {', '.join(sorted(doc['witness'])) if isinstance(doc['witness'], dict) else '?'}")

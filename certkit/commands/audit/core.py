@@ -106,6 +106,9 @@ def certificate_targets(path, rs="auto"):
         if kind.shape == "parametric":
             raise NotAuditable(path, f"skipped ({kind.name} certificates are parametric; certkit scale "
                                      f"cross-checks them against explicit matrices)")
+        if kind.shape == "pair":
+            raise NotAuditable(path, f"skipped ({kind.name} certificates compare two attentions and have no chain "
+                                     f"quantities; certkit verify checks them)")
         base = os.path.dirname(os.path.abspath(path))
         inst = instance(doc, base)
         if kind.name == "upper-chain" and rs == "auto":
