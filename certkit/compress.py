@@ -99,19 +99,25 @@ def _positions(head: Head) -> np.ndarray:
 
 def evict(head: Head, sinks: int = 4, window: int = 64, heavy: int = 0) -> Head:
     """An evicted KV cache (attention sinks plus a recent window, optionally heavy hitters): query i
-    attends only to the first `sinks` keys, the `window` most recent keys up to its position, and
-    the `heavy` keys with the largest total attention mass sum_i A_ij; every other key is evicted
-    (A'_ij = 0, softmax over the kept keys)."""
-    if sinks < 0 or window < 0 or heavy < 0 or sinks + window + heavy == 0:
-        raise MethodError(f"evict:sinks={sinks},window={window},heavy={heavy}: keep at least one key")
+    attends only to the first `sinks` keys, the `window` most recent keys up to its position
+    (window >= 1: its own key is always there) and the `heavy` keys with the largest total
+    attention mass sum_i A_ij; every other key is evicted (A'_ij = 0, softmax over the kept keys).
+    On a causal head (or one without a mask) and without heavy hitters this is a row mask (a few
+    numbers in the certificate), else a list of keys per row."""
+    if sinks < 0 or window < 1 or heavy < 0:
+        raise MethodError(f"evict:sinks={sinks},window={window},heavy={heavy}: need sinks, heavy >= 0 and "
+                          "window >= 1 (the query's own key)")
+    spec = f"evict:sinks={sinks},window={window}" + (f",heavy={heavy}" if heavy else "")
+    m = head.mask or RowMask(0)
+    if not heavy and m.window is None and not m.sinks:          # a causal (or no) mask: sinks + window is a mask
+        return _replacement(head, spec, mask=RowMask(m.offset, window, sinks))
     pos = np.clip(_positions(head), 0, head.N - 1)
     cols = [np.broadcast_to(np.arange(min(sinks, head.N)), (head.n, min(sinks, head.N)))]
     cols.append(np.clip(pos[:, None] - np.arange(window)[None, :], 0, head.N - 1))
-    if heavy:
-        mass = head.attention().sum(axis=0)
-        cols.append(np.broadcast_to(np.sort(np.argsort(-mass, kind="stable")[:heavy]), (head.n, min(heavy, head.N))))
-    spec = f"evict:sinks={sinks},window={window}" + (f",heavy={heavy}" if heavy else "")
-    return _replacement(head, spec, row_keys=np.sort(np.concatenate(cols, axis=1), axis=1))
+    mass = head.attention().sum(axis=0)
+    cols.append(np.broadcast_to(np.sort(np.argsort(-mass, kind="stable")[:heavy]), (head.n, min(heavy, head.N))))
+    keys = np.minimum(np.concatenate(cols, axis=1), pos[:, None])        # nothing after the query's position
+    return _replacement(head, spec, row_keys=np.sort(keys, axis=1))
 
 
 def keep(head: Head, keys: Any) -> Head:

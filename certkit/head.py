@@ -34,23 +34,28 @@ class HeadError(UserError):
 @dataclass(frozen=True)
 class RowMask:
     """Which keys each query sees, stated without an n x N matrix: key j is visible to query i iff
-    i + offset - window < j <= i + offset (window None: causal, every j <= i + offset).  A masked
-    entry of A is exactly 0 and the softmax of row i runs over its visible keys only
-    (certificate format 1.1, "row_mask"; docs/mathematics.md §8.5)."""
+    j <= i + offset and (i + offset - window < j or j < sinks) (window None: causal, every
+    j <= i + offset; sinks: the first keys every query keeps, as in a KV cache with attention
+    sinks).  A masked entry of A is exactly 0 and the softmax of row i runs over its visible keys
+    only (certificate format 1.1, "row_mask"; sinks: format 1.2; docs/mathematics.md §8.5)."""
     offset: int = 0
     window: int | None = None
+    sinks: int = 0
 
     def __post_init__(self) -> None:
-        for name, v in (("offset", self.offset), ("window", self.window)):
+        for name, v in (("offset", self.offset), ("window", self.window), ("sinks", self.sinks)):
             if v is not None and (isinstance(v, bool) or int(v) != v):
                 raise HeadError(f"mask.{name}: expected an integer, got {v!r}")
         if self.window is not None and self.window < 1:
             raise HeadError(f"mask.window: must be >= 1, got {self.window}")
+        if self.sinks < 0:
+            raise HeadError(f"mask.sinks: must be >= 0, got {self.sinks}")
         object.__setattr__(self, "offset", int(self.offset))
         object.__setattr__(self, "window", None if self.window is None else int(self.window))
+        object.__setattr__(self, "sinks", int(self.sinks))
 
     def bounds(self, rows: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(lo, hi) per row: the visible keys of row i are lo_i <= j < hi_i."""
+        """(lo, hi) per row: the window of row i is lo_i <= j < hi_i (the sinks j < sinks come on top)."""
         rows = np.asarray(rows, dtype=np.int64)
         hi = rows + self.offset + 1
         lo = np.zeros_like(hi) if self.window is None else hi - self.window
@@ -59,16 +64,18 @@ class RowMask:
     def visible(self, rows: Any, N: int) -> np.ndarray:
         """Boolean matrix len(rows) x N: True where key j is visible to row i."""
         lo, hi = self.bounds(rows)
-        j = np.arange(N)
-        return (j[None, :] >= lo[:, None]) & (j[None, :] < hi[:, None])
+        j = np.arange(N)[None, :]
+        return (j < hi[:, None]) & ((j >= lo[:, None]) | (j < self.sinks))
 
     def json(self) -> dict[str, str]:
-        """The format-1.1 "row_mask" object."""
-        return {"offset": str(self.offset)} | ({} if self.window is None else {"window": str(self.window)})
+        """The "row_mask" object (format 1.1; with sinks, 1.2)."""
+        return ({"offset": str(self.offset)} | ({} if self.window is None else {"window": str(self.window)})
+                | ({"sinks": str(self.sinks)} if self.sinks else {}))
 
     def __str__(self) -> str:
         o = f"{self.offset:+d}" if self.offset else ""
-        return f"causal(i{o})" if self.window is None else f"window(i{o}, {self.window})"
+        text = f"causal(i{o})" if self.window is None else f"window(i{o}, {self.window})"
+        return text + (f" + {self.sinks} sinks" if self.sinks else "")
 
 
 def listed_keys(x: Any, n: int, N: int) -> np.ndarray:
@@ -161,7 +168,8 @@ class Head:
                 raise HeadError(f"mask: expected a certkit.RowMask, got {type(self.mask).__name__}")
             seen = np.concatenate([[0], np.cumsum(np.ones(K.shape[0], dtype=bool) if w is None else w > 0)])
             lo, hi = (np.clip(b, 0, K.shape[0]) for b in self.mask.bounds(np.arange(Q.shape[0])))
-            empty = np.flatnonzero(seen[np.maximum(hi, lo)] - seen[lo] == 0)
+            lo = np.minimum(lo, hi)
+            empty = np.flatnonzero(seen[hi] - seen[lo] + seen[np.minimum(self.mask.sinks, lo)] == 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
         keys = None if self.row_keys is None else listed_keys(self.row_keys, Q.shape[0], K.shape[0])
@@ -169,7 +177,7 @@ class Head:
             vis = np.ones(keys.shape, dtype=bool) if w is None else w[keys] > 0
             if self.mask is not None:
                 lo, hi = self.mask.bounds(np.arange(Q.shape[0]))
-                vis &= (keys >= lo[:, None]) & (keys < hi[:, None])
+                vis &= (keys < hi[:, None]) & ((keys >= lo[:, None]) | (keys < self.mask.sinks))
             if not vis.any(axis=1).all():
                 raise HeadError(f"row_keys: query {int(np.argmin(vis.any(axis=1)))} lists no visible kept key "
                                 "(every row needs one)")

@@ -68,14 +68,19 @@ def listed(head):
     return [set(np.flatnonzero(np.isfinite(head.logits()[i]))) for i in range(head.n)]
 
 
-@given(st.integers(1, 6), st.integers(0, 9), st.booleans())
-@settings(max_examples=30, deadline=None)
-def test_evict_keeps_the_sinks_and_the_recent_window_up_to_each_query(sinks, window, causal):
-    h = gauss(20, mask=RowMask(0) if causal else None)
-    e = compress.evict(h, sinks=sinks, window=window)
+@given(st.integers(0, 6), st.integers(1, 9), st.integers(0, 3), st.sampled_from([None, 0, 1, 5]))
+@settings(max_examples=40, deadline=None)
+def test_evict_keeps_the_sinks_the_recent_window_and_the_heavy_keys(sinks, window, heavy, band):
+    """Row i keeps j < sinks, i - window < j <= i and the heavy keys, within what the head's mask shows."""
+    mask = None if band is None else RowMask(0, band or None, 2 if band == 5 else 0)
+    h = gauss(20, mask=mask)
+    e = compress.evict(h, sinks=sinks, window=window, heavy=heavy)
+    top = set(np.argsort(-h.attention().sum(axis=0), kind="stable")[:heavy])
+    shown = listed(h) if mask is not None else [set(range(20))] * 20
     for i, seen in enumerate(listed(e)):
-        want = {j for j in range(20) if (j < sinks or i - window < j <= i) and (j <= i or not causal)}
+        want = {j for j in range(20) if (j < sinks or i - window < j <= i or j in top) and j <= i} & shown[i]
         assert seen == want
+    assert (e.row_keys is None) == (heavy == 0 and (mask is None or mask == RowMask(0)))
 
 
 def test_topk_keeps_each_rows_largest_logits_and_window_is_a_band():
@@ -110,6 +115,8 @@ def test_parse_methods_ranges_lists_and_costs():
                                     "quant:int4", "evict:sinks=4,window=16", "evict:sinks=4,window=32",
                                     "evict:sinks=4,window=64", "evict:keep=0-3,9", "topk:k=8"]
     assert [m.cost for m in ms if m.family == "evict"] == [20, 36, 68, 5]
+    with pytest.raises(MethodError, match="window >= 1"):
+        parse_methods("evict:sinks=4,window=0")[0].apply(gauss(4))
 
 
 @pytest.mark.parametrize("spec, words", [("zip:k=3", "unknown method"), ("quant:int2", "unknown scheme"),

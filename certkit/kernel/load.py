@@ -283,7 +283,7 @@ def beta(x, path):
 @dataclass
 class Instance:
     """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped);
-    mask (o, w): row i sees only i + o - w < j <= i + o (w None: j <= i + o); row_keys (n x k):
+    mask (o, w, s): row i sees only j <= i + o with i + o - w < j or j < s (w None: every j <= i + o); row_keys (n x k):
     row i sees only the keys listed in its row; elsewhere A_ij = 0.  replacement: the second
     attention A' of a "pair" kind."""
     beta: Beta
@@ -330,12 +330,12 @@ def read_head(x, path, base_dir, minor, required=()):
     K = array(x["keys"], f"{path}.keys", base_dir, (None, Q.shape[1]))
     n, N = Q.shape[0], K.shape[0]
     return make_instance(x["beta"], Q, K, get("column_weights", (N,)), get("logit_bias", (n, N)), x.get("row_mask"),
-                         get("row_keys", (n, None), "int"), path)
+                         get("row_keys", (n, None), "int"), path, minor)
 
 
 def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
                   bias: np.ndarray | None = None, mask_doc: dict | None = None, row_keys: np.ndarray | None = None,
-                  path: str = "$.instance") -> "Instance":
+                  path: str = "$.instance", minor: int = 2) -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     certificate forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, f"{path}.beta")
@@ -356,23 +356,26 @@ def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.nd
             w = None
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
-    mask = None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask")
+    mask = None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor)
     if row_keys is not None:
         see_keys(row_keys, N, w, mask, f"{path}.row_keys")
     return Instance(b, Q, K, w, bias, mask, row_keys)
 
 
-def row_mask(x, n, N, w, path):
-    """(offset, window) of a "row_mask" object; Malformed unless every row sees a kept key."""
-    obj(x, path, ["offset"], ["window"])
+def row_mask(x, n, N, w, path, minor):
+    """(offset, window, sinks) of a "row_mask" object (sinks: format 1.2); Malformed unless every row sees a kept key."""
+    obj(x, path, ["offset"], ["window"] + ["sinks"] * (minor >= 2))
     o = parse_int(x["offset"], f"{path}.offset", -2 ** 40, 2 ** 40)
     win = parse_int(x["window"], f"{path}.window", 1, 2 ** 40) if "window" in x else None
+    sinks = parse_int(x["sinks"], f"{path}.sinks", 0, 2 ** 40) if "sinks" in x else 0
     seen = np.concatenate([[0], np.cumsum(np.ones(N) if w is None else w > 0)])     # kept keys j < t
-    hi = np.clip(np.arange(n) + o + 1, 0, N)
-    empty = seen[hi] - (0 if win is None else seen[np.clip(hi - win, 0, N)]) == 0
+    top = np.arange(n) + o + 1                                  # row i sees keys below top_i
+    hi = np.clip(top, 0, N)
+    lo = np.zeros_like(hi) if win is None else np.clip(top - win, 0, N)
+    empty = seen[hi] - seen[lo] + seen[np.minimum(sinks, lo)] == 0
     if np.any(empty):
-        raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win})")
-    return o, win
+        raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win}, sinks {sinks})")
+    return o, win, sinks
 
 
 def see_keys(keys, N, w, mask, path):
@@ -383,7 +386,7 @@ def see_keys(keys, N, w, mask, path):
         raise Malformed(f"{path}[{i}][{j}]", f"key {int(keys[i, j])} out of range [0, {N})")
     ok = np.ones(keys.shape, dtype=bool) if w is None else w[keys] > 0
     if mask is not None:
-        hi = np.arange(keys.shape[0])[:, None] + mask[0]
-        ok &= (keys <= hi) & (keys > hi - (np.inf if mask[1] is None else mask[1]))
+        (o, win, sinks), hi = mask, np.arange(keys.shape[0])[:, None] + mask[0]
+        ok &= (keys <= hi) & ((keys > hi - (np.inf if win is None else win)) | (keys < sinks))
     if not np.all(np.any(ok, axis=1)):
         raise Malformed(path, f"query {int(np.argmin(np.any(ok, axis=1)))} sees no key")

@@ -77,13 +77,13 @@ class _Prepared:
         return inflate(D, 16)
 
     def visible(self, idx):
-        """Kept column j visible to row i: i + o - w < j <= i + o (proofs/row-masks.md) and, with
-        row keys, j listed in row i; len(idx) x Nk."""
+        """Kept column j visible to row i: j <= i + o and (i + o - w < j or j < s) (proofs/row-masks.md)
+        and, with row keys, j listed in row i; len(idx) x Nk."""
         vis, inst = np.ones((len(idx), self.Nk), dtype=bool), self.inst
         if inst.mask is not None:
-            o, w = inst.mask
+            o, w, s = inst.mask
             hi = np.asarray(idx)[:, None] + o
-            vis &= (self.cols <= hi) & (self.cols > hi - (np.inf if w is None else w))
+            vis &= (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
         if inst.row_keys is not None:
             listed = np.zeros((len(idx), inst.N), dtype=bool)
             np.put_along_axis(listed, inst.row_keys[idx], True, axis=1)
