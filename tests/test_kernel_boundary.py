@@ -1,5 +1,5 @@
-"""The trusted kernel imports only the stdlib, numpy and python-flint, and nothing in certkit/
-routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
+"""The trusted kernel imports only the stdlib, numpy and python-flint, never calls LAPACK (np.linalg,
+scipy), and nothing in certkit/ routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
 its two faces: the door `certkit.kernel` (check, Verdict, KINDS, EXIT, the routes, the verdict exceptions)
 and `certkit.kernel.numerics` (re-exports of what producers borrow); no module uses another module's
 private (_underscore) names."""
@@ -46,6 +46,21 @@ def test_no_mpmath_interval_arithmetic_anywhere_in_certkit():
     pat = re.compile(r"mpmath\.iv|\biv\.(exp|log)|from mpmath import iv")
     for f in (ROOT / "certkit").rglob("*.py"):
         assert not pat.search(f.read_text()), f"{f} uses mpmath.iv"
+
+
+LAPACK_CALL = re.compile(r"linalg|scipy")       # np.linalg, numpy.linalg, from numpy import linalg, scipy.*
+
+
+def test_the_kernel_never_chooses_no_lapack_under_certkit_kernel():
+    """The kernel makes no float choice: the approximate inverse and SVD two rules bound come from the
+    oracle handed to check() (certkit/choices.py), so no file under certkit/kernel/ names numpy's or
+    scipy's linear algebra (the scan itself can fail: it flags the forms it forbids)."""
+    for bad in ("np.linalg.svd(X)", "numpy.linalg.pinv", "from numpy import linalg", "import scipy.linalg",
+                "getattr(np, 'linalg')"):
+        assert LAPACK_CALL.search(bad), bad
+    found = [f"{f.name}:{i}" for f in sorted(KERNEL.glob("*.py"))
+             for i, line in enumerate(f.read_text().splitlines(), 1) if LAPACK_CALL.search(line)]
+    assert not found, f"LAPACK under certkit/kernel/ (choices belong to certkit.choices): {found}"
 
 
 def test_kernel_size_budget():

@@ -30,19 +30,25 @@ def _alarm(signum, frame):
     raise TimeLimit
 
 
-def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None) -> Verdict:
+def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None,
+          choices: object = None) -> Verdict:
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
-    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED."""
+    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED.
+    choices: the untrusted oracle of the float choices two rules make (the kernel never chooses, it
+    bounds whatever it is given, as an LRAT checker replays hints): an object with inverse(T) -> X, an
+    approximate inverse of a square float matrix, and svd(X) -> (U, s, Vt), an approximate thin SVD with
+    s non-increasing (certkit.choices.LAPACK: numpy's).  Any answer is sound; a poor one only rejects.
+    None: a certificate whose rule needs a choice is UNSUPPORTED."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     if not time_limit:
-        return _check(path, route)
+        return _check(path, route, choices)
     old = signal.signal(signal.SIGALRM, _alarm)
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, time_limit)
-            return _check(path, route)
+            return _check(path, route, choices)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except TimeLimit:
@@ -51,7 +57,7 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: 
         signal.signal(signal.SIGALRM, old)
 
 
-def _check(path, route):
+def _check(path, route, choices):
     sha = None
     try:
         check_environment()
@@ -65,11 +71,11 @@ def _check(path, route):
             first = "fast" if route == "auto" else route
             with np.errstate(all="ignore"):
                 try:
-                    details, route = kind.rule(inst, c, doc["witness"], base, first), first
+                    details, route = kind.rule(inst, c, doc["witness"], base, first, choices), first
                 except Rejected:
                     if route != "auto" or inst.n * inst.N > AUTO_ARB:
                         raise
-                    details, route = kind.rule(inst, c, doc["witness"], base, "arb"), "arb"
+                    details, route = kind.rule(inst, c, doc["witness"], base, "arb", choices), "arb"
             beta_text = inst.beta.text
         details.update(kind=kind.name, sha256=sha, route=route)
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "

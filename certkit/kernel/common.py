@@ -1,4 +1,4 @@
-"""Shared pieces of the rules: witness index arrays, decoders, certified row-l1 sums."""
+"""Shared pieces of the rules: witness index arrays, decoders, certified row-l1 sums, untrusted choices."""
 from fractions import Fraction
 
 import flint
@@ -6,7 +6,7 @@ import numpy as np
 
 from .fp import ETA, gamma, inflate, sum_up, arb_up
 from .load import array
-from .verdict import Malformed, Rejected
+from .verdict import Malformed, Rejected, Unsupported
 
 
 def indices(x: object, path: str, base_dir: str, upper: int, length: int | None = None) -> np.ndarray:
@@ -74,3 +74,20 @@ def finite(x, step):
     if not np.all(np.isfinite(x)):
         raise Rejected(step, "non-finite intermediate value (overflow in float arithmetic)")
     return x
+
+
+def choose(choices, what, step, x, ndims):
+    """choices.<what>(a copy of x), an untrusted float choice (check()'s oracle), as finite float64
+    arrays with ndims dimensions each; the rule bounds them, so any answer is sound.  Unsupported
+    without an oracle; Rejected(step) if it fails or answers something else."""
+    if choices is None:
+        raise Unsupported(f"{step.split('/')[0]} needs a float {what} chosen outside the kernel: pass "
+                          f"check(path, choices=certkit.choices.LAPACK) or any object with inverse(T) and svd(X)")
+    try:
+        got = getattr(choices, what)(x.copy())
+        got = [np.array(a, dtype=np.float64) for a in (got if len(ndims) > 1 else [got])]
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise Rejected(step, str(e)) from None
+    if [a.ndim for a in got] != list(ndims):
+        raise Rejected(step, f"the chosen {what} is not {len(ndims)} array(s) of {list(ndims)} dimensions")
+    return [finite(a, step) for a in got]

@@ -178,7 +178,7 @@ def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str) -> d
     return g
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     g = enclosures(inst, claim.eps, witness, base_dir)
     cap = min(inst.n, g["N"])
     if claim.bound >= cap:

@@ -17,7 +17,7 @@ from .rows import enclose_all, max_row_bound
 from .verdict import Malformed, Rejected
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", ["representatives", "assignment"])
     R = indices(w["representatives"], "$.witness.representatives", base_dir, inst.n)
     sig = indices(w["assignment"], "$.witness.assignment", base_dir, inst.n, inst.n)

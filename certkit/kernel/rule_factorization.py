@@ -40,7 +40,7 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
     return max_row_bound(inst, route, row_bound)
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", ["U", "V"])
     Uf = array(w["U"], "$.witness.U", base_dir, (inst.n, None))
     k = Uf.shape[1]

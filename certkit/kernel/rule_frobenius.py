@@ -5,7 +5,8 @@ rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2: tail_M(
 
 Enclosure: C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <= row l1);
 sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
-sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md).  Decided in Arb.
+sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md) from the oracle's float
+SVD of C^ (check()'s choices: any SVD is sound).  Decided in Arb.
 Witness: optional rows, optional cells/decoder.
 """
 from fractions import Fraction
@@ -13,7 +14,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .common import Decoder, indices, finite
+from .common import Decoder, choose, indices, finite
 from .fp import ETA, gamma, inflate, sum_up, arb_of
 from .load import obj
 from .rows import enclose_all
@@ -21,7 +22,7 @@ from .svd import singular_value_bounds
 from .verdict import Rejected
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", [], ["rows", "cells", "decoder"])
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
@@ -30,9 +31,10 @@ def check(inst, claim, witness, base_dir, route):
     M = claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
+    svd = choose(choices, "svd", "lower-frobenius-tail/svd", C, [2, 1, 2]) if M > 1 else None
     try:
-        sig_hi = singular_value_bounds(C)[1][:M - 1] if M > 1 else np.zeros(0)
-    except (ArithmeticError, np.linalg.LinAlgError) as ex:
+        sig_hi = singular_value_bounds(C, *svd)[1][:M - 1] if M > 1 else np.zeros(0)
+    except ArithmeticError as ex:
         raise Rejected("lower-frobenius-tail/svd", str(ex)) from None
     fro2 = finite(np.sum(C * C), "lower-frobenius-tail/norm")
     finite(sig_hi, "lower-frobenius-tail/svd")

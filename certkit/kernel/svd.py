@@ -15,12 +15,17 @@ import numpy as np
 from .fp import U as u, ETA, gamma, inflate, fro_up, arb_up, arb_down
 
 
-def singular_value_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted."""
-    X = X.T if X.shape[0] < X.shape[1] else X
+def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
+    float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
+    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor."""
+    if X.shape[0] < X.shape[1]:
+        X, Uf, Vt = X.T, Vt.T, Uf.T
     m, n = X.shape
-    Uf, s, Vt = np.linalg.svd(X, full_matrices=False)
     V, I = Vt.T, np.eye(n)
+    if Uf.shape != (m, n) or s.shape != (n,) or V.shape != (n, n) or np.any(s[1:] > s[:-1]) or np.any(s < 0):
+        raise ArithmeticError(f"float SVD of shapes {Uf.shape}, {s.shape}, {Vt.shape} for a {m} x {n} matrix, or "
+                              f"singular values not non-increasing and >= 0")
 
     def ortho_defect(W, k):
         G = W.T @ W - I
@@ -32,8 +37,8 @@ def singular_value_bounds(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     R = X @ V - Us
     rho = inflate(fro_up(R) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
                   + np.sqrt(m * n) * n * ETA + u * fro_up(Us) + np.sqrt(m * n) * ETA, 6)
-    if not (aU < 0.5 and aV < 0.5):
-        raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2)")
+    if not (aU < 0.5 and aV < 0.5 and rho < np.inf):
+        raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2 or residual not finite)")
     lo, hi = np.empty(n), np.empty(n)
     with flint.ctx.workprec(80):
         AU, AV, R_ = flint.arb(aU), flint.arb(aV), flint.arb(rho)
