@@ -35,11 +35,10 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: 
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
     Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED.
-    choices: the untrusted oracle of the float choices two rules make (the kernel never chooses, it
-    bounds whatever it is given, as an LRAT checker replays hints): an object with inverse(T) -> X, an
-    approximate inverse of a square float matrix, and svd(X) -> (U, s, Vt), an approximate thin SVD with
-    s non-increasing (certkit.choices.LAPACK: numpy's).  Any answer is sound; a poor one only rejects.
-    None: a certificate whose rule needs a choice is UNSUPPORTED."""
+    choices: the untrusted oracle of the float choices the kernel bounds but never makes, an object with
+    inverse(T) -> X (an approximate inverse of a square matrix) and svd(X) -> (U, s, Vt) (an approximate
+    thin SVD, s non-increasing), e.g. certkit.choices.LAPACK; any answer is sound, a poor one only
+    rejects.  None: a certificate whose rule needs a choice is UNSUPPORTED."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     if not time_limit:
@@ -81,12 +80,8 @@ def _check(path, route, choices):
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
                 f"enclosure={kind.enclosure or ROUTE_ENCLOSURES[route]}, beta={beta_text}, checker={CHECKER}]")
         return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
-    except Malformed as e:
-        return Verdict("MALFORMED", f"{e.path}: {e.what}", {"sha256": sha})
-    except Unsupported as e:
-        return Verdict("UNSUPPORTED", str(e), {"sha256": sha})
-    except Rejected as e:
-        return Verdict("REJECTED", f"{e.step}: {e.detail}", {"sha256": sha})
+    except (Malformed, Unsupported, Rejected) as e:         # "path: what", "step: detail" or the reason
+        return Verdict(e.status, str(e), {"sha256": sha})
     except MemoryError:
         return Verdict("UNSUPPORTED", "resource limit: out of memory", {"sha256": sha})
     except FPEnvironmentError as e:

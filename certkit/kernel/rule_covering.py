@@ -10,10 +10,9 @@ Witness: representatives, assignment.
 import flint
 import numpy as np
 
-from .common import arb_row_l1, indices, certainly_le, finite
+from .common import arb_row_l1, enclose_all, indices, certainly_le, finite, max_row_bound
 from .fp import U as u, inflate, sum_up
 from .load import obj
-from .rows import enclose_all, max_row_bound
 from .verdict import Malformed, Rejected
 
 

@@ -19,10 +19,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .common import Decoder, choose, indices, finite
+from .common import Decoder, choose, enclose_all, indices, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import obj
-from .rows import enclose_all
 from .verdict import Rejected
 
 
@@ -53,7 +52,7 @@ def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
     M = T.shape[0]
     if M == 0:
         return {"messages": 0}
-    X, = choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T, [2])     # any X: it only chooses
+    X, = choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)     # any X: it only chooses
     if X.shape != (M, M):
         raise Rejected("lower-decoding-inverse-norm/invert", f"the chosen inverse is {X.shape}, not {M} x {M}")
     R = np.eye(M) - X @ T

@@ -12,10 +12,9 @@ Witness: U, V.
 import flint
 import numpy as np
 
-from .common import arb_row_l1, certainly_le, finite
+from .common import arb_row_l1, certainly_le, finite, max_row_bound
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj, Instance
-from .rows import max_row_bound
 from .verdict import Rejected
 
 
