@@ -35,10 +35,9 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: 
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
     Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED.
-    choices: the untrusted oracle of the float choices the kernel bounds but never makes, an object with
-    inverse(T) -> X (an approximate inverse of a square matrix) and svd(X) -> (U, s, Vt) (an approximate
-    thin SVD, s non-increasing), e.g. certkit.choices.LAPACK; any answer is sound, a poor one only
-    rejects.  None: a certificate whose rule needs a choice is UNSUPPORTED."""
+    choices: the untrusted oracle of the float choices the kernel bounds but never makes (any answer is
+    sound): inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt), a thin SVD with s non-increasing, e.g.
+    certkit.choices.LAPACK.  None: UNSUPPORTED where a rule needs a choice."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     if not time_limit:

@@ -78,9 +78,13 @@ def arb_row_l1(D, add):
     return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
 
 
-def certainly_le(x, eps):
-    """x (float, a proven upper bound) <= eps (Fraction), decided exactly; NaN/inf: False."""
-    return bool(np.isfinite(x)) and Fraction(float(x)) <= eps
+def row_error_within(worst_row, eps, step, B):
+    """The proven bound worst of (worst, row) = max_i ||A_i - B_i||_1, if certainly <= eps (decided
+    exactly; NaN/inf never); else Rejected(step)."""
+    worst, row = worst_row
+    if not (np.isfinite(worst) and Fraction(worst) <= eps):
+        raise Rejected(step, f"certified max_i ||A_i - {B}||_1 <= {worst:.6g} (row {row}) vs claimed eps = {eps}")
+    return worst
 
 
 def finite(x, step):
