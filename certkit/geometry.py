@@ -60,7 +60,7 @@ _BLOCK = 1 << 22            # entries per block in blocked n x N computations
 # ----------------------------------------------------------------------------- helpers
 
 def _fro_up(A):
-    """An upper bound of the Frobenius norm of the float array A (as kernel/svd.py)."""
+    """An upper bound of the Frobenius norm of the float array A (as the kernel's fro_up)."""
     A = np.asarray(A, dtype=np.float64)
     if A.size == 0:
         return 0.0
