@@ -214,6 +214,24 @@ def test_no_private_name_is_used_across_modules():
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)
 
 
+def test_certkit_calls_the_door_through_certkit_choices():
+    """Every caller of the kernel's check() in certkit, the golden builders and the benchmarks goes
+    through certkit.choices.check, which hands it the oracle of the float choices (without one, two
+    kinds are UNSUPPORTED): no other file imports check from certkit.kernel or calls kernel.check."""
+    files = [f for f in _python_files("certkit", "benchmarks", "tests/golden")
+             if KERNEL not in f.parents and f != ROOT / "certkit" / "choices.py"]
+    bad = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.ImportFrom) and _absolute(node, f, ROOT) == KERNEL_PKG \
+                    and any(a.name == "check" for a in node.names):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: imports check from {KERNEL_PKG}")
+            elif isinstance(node, ast.Attribute) and node.attr == "check" and isinstance(node.value, ast.Name) \
+                    and node.value.id == "kernel":
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: kernel.check")
+    assert len(files) > 30 and not bad, "call certkit.choices.check:\n" + "\n".join(bad)
+
+
 def test_the_door_exports_only_what_verifying_needs():
     """certkit.kernel binds exactly the door's names; everything producers borrow is in the face."""
     import certkit.kernel
