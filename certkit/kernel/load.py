@@ -1,8 +1,7 @@
 """Strict reading of certificate formats 1.0 and 1.1 (row masks): JSON, version gate, numerals, arrays,
 sidecars.  Anything not exactly as the format says is Malformed(JSON path, what); a version or kind
-this checker does not read is Unsupported.  Numerals (integer, p/q, exact decimal, C99 hex float) are
-strings parsed exactly, never JSON floats, with size limits against hostile input.  Sidecars:
-sha256-pinned .npy (never pickle); safetensors sidecars are Unsupported."""
+this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
+sidecars are Unsupported."""
 import hashlib
 import io
 import re
@@ -148,7 +147,8 @@ _HEX = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?[pP]([+-]?[0-
 
 
 def parse_numeral(s: object, path: str) -> Fraction:
-    """Return the exact rational value of numeral string s; Malformed(path) otherwise."""
+    """The exact rational value of numeral string s (integer, p/q, exact decimal or C99 hex float: JSON
+    floats never reach here), within size limits against hostile input; Malformed(path) otherwise."""
     if isinstance(s, bool) or not isinstance(s, str):
         kind = "a JSON float" if isinstance(s, float) else f"a JSON {type(s).__name__}"
         raise Malformed(path, f"expected an exact numeral string, got {kind} {s!r}")
