@@ -30,7 +30,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import flint  # noqa: E402
 
 import certkit  # noqa: E402
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 from certkit.search import basic, writer  # noqa: E402
 from arb_reference import attention_rows, factor_row_errors, eps_near, truncated_svd  # noqa: E402
 

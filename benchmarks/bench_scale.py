@@ -18,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 
 scale = importlib.import_module("certkit.commands.scale")    # the module (certkit.commands.scale is also the API function)
 

@@ -15,9 +15,10 @@ from fractions import Fraction
 from typing import Any
 
 from .certificate import Certificate, Comparison, Sandwich
+from .choices import check
 from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
-from .kernel import DEFAULT_ROUTE, Verdict, check
+from .kernel import DEFAULT_ROUTE, Verdict
 from .numbers import parse_distance, parse_eps, parse_eps_list
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited

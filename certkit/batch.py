@@ -103,7 +103,7 @@ def plain(x):
 def check_record(task, route=DEFAULT_ROUTE, time_limit=None, full=True):
     """The result record of the kernel's check of one file.  full=False leaves out what only --json
     and --log show (the header and, when the kernel did not read the file, its sha256)."""
-    from .kernel import check
+    from .choices import check
     t = time.perf_counter()
     v = check(task.path, route=route, time_limit=time_limit)
     dt = time.perf_counter() - t
@@ -119,7 +119,7 @@ def check_record(task, route=DEFAULT_ROUTE, time_limit=None, full=True):
 
 def check_verdict(path, route=DEFAULT_ROUTE, time_limit=None):
     """The kernel's Verdict on one file (the task of certkit.verify(folder, jobs=N))."""
-    from .kernel import check
+    from .choices import check
     return check(path, route=route, time_limit=time_limit)
 
 

@@ -13,8 +13,9 @@ from functools import cached_property
 from fractions import Fraction
 from typing import Any
 
+from .choices import check
 from .head import Head
-from .kernel import DEFAULT_ROUTE, Verdict, check
+from .kernel import DEFAULT_ROUTE, Verdict
 from .kernel.numerics import read_json, read_regular
 from .numbers import decimal
 from .outputs import write_atomic

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import synthetic
-from .kernel import check
+from .choices import check
 from .numbers import BetaInterval, OverSqrt
 from .search import basic, writer
 

@@ -43,6 +43,7 @@ from typing import Callable, Iterator
 import numpy as np
 import scipy.optimize
 
+from .choices import LAPACK
 from .head import softmax_rows
 from .numbers import parse_beta
 from .kernel.numerics import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
@@ -59,7 +60,7 @@ _BLOCK = 1 << 22            # entries per block in blocked n x N computations
 # ----------------------------------------------------------------------------- helpers
 
 def _fro_up(A):
-    """An upper bound of the Frobenius norm of the float array A (as kernel/svd.py)."""
+    """An upper bound of the Frobenius norm of the float array A (as the kernel's fro_up)."""
     A = np.asarray(A, dtype=np.float64)
     if A.size == 0:
         return 0.0
@@ -190,7 +191,7 @@ def _certified_rank_lower(Q, K, B_U):
          + 2 * _u * a * b * t + 2 * _u * (1 + 2 * _u) * a * b * t)
     E = inflate(E * (1 + 1e-12), 64)
     try:
-        lo, _ = singular_value_bounds(Sh)
+        lo, _ = singular_value_bounds(Sh, *LAPACK.svd(Sh))
     except ArithmeticError:
         return 0, E, np.zeros(0)
     return int(np.sum(lo > E)), E, lo
@@ -636,7 +637,7 @@ def biased_rank_lower(Q, K, beta, bias, weights=None):
         e += math.sqrt(p) * _fro_up(dmu) + _u * _fro_up(C)
     E = inflate(e * (1 + 1e-12), 64)
     try:
-        lo, _ = singular_value_bounds(C)
+        lo, _ = singular_value_bounds(C, *LAPACK.svd(C))
     except ArithmeticError:
         return 0, E
     return int(np.sum(lo > E)), E

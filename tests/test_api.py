@@ -118,18 +118,15 @@ def test_a_missing_extra_is_named():
 def test_a_kept_certificate_is_checked_once(monkeypatch):
     """certify() hands the writer's Verdict to the Certificate: the kernel checks each candidate
     once, so each kept certificate exactly once (no second check when it is read back)."""
-    import certkit.certificate
     import certkit.kernel
-    import certkit.search.writer
     calls = []
 
-    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, time_limit=None):
-        v = check(path, route, time_limit)
+    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, time_limit=None, choices=None):
+        v = check(path, route, time_limit, choices)
         calls.append(v.status)
         return v
     check = certkit.kernel.check
-    for module in (certkit.kernel, certkit.search.writer, certkit.certificate):
-        monkeypatch.setattr(module, "check", counting)
+    monkeypatch.setattr(certkit.kernel, "check", counting)      # every certkit caller goes through certkit.choices
     Q = np.array([[4.0, 0.0], [0.0, 4.0], [-4.0, 0.0]])
     s = certkit.certify(certkit.Head.from_arrays(Q, Q, beta=2), eps="1/4")
     kept = [c for c in (s.lower, s.upper) if c is not None]

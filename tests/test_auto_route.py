@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import certkit
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.search import writer
 
 from arb_reference import attention_rows, factor_row_errors, eps_near, truncated_svd

@@ -16,7 +16,7 @@ import pytest
 from certkit.commands.calibrate import configs, grid, report
 from certkit.errors import UserError
 from certkit.head import Head
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.numbers import OverSqrt
 from certkit.symbolic.float_chain import log_size
 

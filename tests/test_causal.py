@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.search import causal, writer
 
 EPS = st.sampled_from([Fraction(1, 10), Fraction(1, 4), Fraction(7, 20), Fraction(1, 2), Fraction(9, 10)])

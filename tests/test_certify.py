@@ -15,7 +15,7 @@ from scipy.optimize import linprog
 from certkit import synthetic
 from certkit.commands.certify import certify_head
 from certkit.head import Head
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.search import lower, upper
 
 HEADS = pathlib.Path(__file__).resolve().parents[1] / "data" / "heads"

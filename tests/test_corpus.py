@@ -16,7 +16,8 @@ import pytest
 
 from certkit import corpus
 from certkit.head import Head
-from certkit.kernel import KINDS, check
+from certkit.choices import check
+from certkit.kernel import KINDS
 from certkit.numbers import BetaInterval, OverSqrt
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data" / "certificates"

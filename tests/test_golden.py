@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from certkit.kernel import check
+from certkit.choices import check
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 FOLDERS = ("valid", "invalid", "malformed", "unsupported")

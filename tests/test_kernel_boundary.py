@@ -1,5 +1,5 @@
-"""The trusted kernel imports only the stdlib, numpy and python-flint, and nothing in certkit/
-routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
+"""The trusted kernel imports only the stdlib, numpy and python-flint, never calls LAPACK (np.linalg,
+scipy), and nothing in certkit/ routes a number through mpmath.iv (docs/numerics.md §1).  Outside the kernel, code reaches it only through
 its two faces: the door `certkit.kernel` (check, Verdict, KINDS, EXIT, the routes, the verdict exceptions)
 and `certkit.kernel.numerics` (re-exports of what producers borrow); no module uses another module's
 private (_underscore) names."""
@@ -46,6 +46,21 @@ def test_no_mpmath_interval_arithmetic_anywhere_in_certkit():
     pat = re.compile(r"mpmath\.iv|\biv\.(exp|log)|from mpmath import iv")
     for f in (ROOT / "certkit").rglob("*.py"):
         assert not pat.search(f.read_text()), f"{f} uses mpmath.iv"
+
+
+LAPACK_CALL = re.compile(r"linalg|scipy")       # np.linalg, numpy.linalg, from numpy import linalg, scipy.*
+
+
+def test_the_kernel_never_chooses_no_lapack_under_certkit_kernel():
+    """The kernel makes no float choice: the approximate inverse and SVD two rules bound come from the
+    oracle handed to check() (certkit/choices.py), so no file under certkit/kernel/ names numpy's or
+    scipy's linear algebra (the scan itself can fail: it flags the forms it forbids)."""
+    for bad in ("np.linalg.svd(X)", "numpy.linalg.pinv", "from numpy import linalg", "import scipy.linalg",
+                "getattr(np, 'linalg')"):
+        assert LAPACK_CALL.search(bad), bad
+    found = [f"{f.name}:{i}" for f in sorted(KERNEL.glob("*.py"))
+             for i, line in enumerate(f.read_text().splitlines(), 1) if LAPACK_CALL.search(line)]
+    assert not found, f"LAPACK under certkit/kernel/ (choices belong to certkit.choices): {found}"
 
 
 def test_kernel_size_budget():
@@ -197,6 +212,24 @@ def test_no_private_name_is_used_across_modules():
     files = _python_files("certkit", "tests")
     bad = [f"{f.relative_to(ROOT)}:{line}: {text}" for f in files for line, text in sorted(set(private_uses(f)))]
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)
+
+
+def test_certkit_calls_the_door_through_certkit_choices():
+    """Every caller of the kernel's check() in certkit, the golden builders and the benchmarks goes
+    through certkit.choices.check, which hands it the oracle of the float choices (without one, two
+    kinds are UNSUPPORTED): no other file imports check from certkit.kernel or calls kernel.check."""
+    files = [f for f in _python_files("certkit", "benchmarks", "tests/golden")
+             if KERNEL not in f.parents and f != ROOT / "certkit" / "choices.py"]
+    bad = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.ImportFrom) and _absolute(node, f, ROOT) == KERNEL_PKG \
+                    and any(a.name == "check" for a in node.names):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: imports check from {KERNEL_PKG}")
+            elif isinstance(node, ast.Attribute) and node.attr == "check" and isinstance(node.value, ast.Name) \
+                    and node.value.id == "kernel":
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}: kernel.check")
+    assert len(files) > 30 and not bad, "call certkit.choices.check:\n" + "\n".join(bad)
 
 
 def test_the_door_exports_only_what_verifying_needs():

@@ -1,11 +1,12 @@
 """Kernel behaviour on hand-made certificates: soundness guards and the FP environment check."""
+import pathlib
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from certkit import synthetic
-from certkit.kernel import check
+from certkit import kernel, synthetic
+from certkit.choices import LAPACK, check
 from certkit.search import basic, writer
 
 
@@ -66,3 +67,78 @@ def test_flush_to_zero_environment_is_an_internal_error(tmp_path, head):
         torch.set_flush_denormal(False)
     assert v.status == "INTERNAL-ERROR" and "floating-point" in v.message
     assert check(path).status == "REJECTED"
+
+
+# ---------------------------------------------------------------- the kernel never chooses: its oracle
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
+CHOOSING = ["valid/perm-n32-inverse.json", "valid/perm-n32-inverse-soft-decoder.json", "valid/perm-n40-frobenius.json"]
+FALSE = ["invalid/perm-n32-inverse--eps-above-inverse-norm.json", "invalid/perm-n32-inverse--duplicate-message.json",
+         "invalid/perm-n40-frobenius--bound-plus-1.json", "invalid/perm-n40-frobenius--eps-above-tail.json"]
+
+
+class Oracle:
+    """LAPACK's choices, with inverse(T) and svd(X) replaced where given."""
+
+    def __init__(self, inverse=None, svd=None):
+        self.inverse, self.svd = inverse or LAPACK.inverse, svd or LAPACK.svd
+
+
+def _reversed_svd(X):
+    U, s, Vt = LAPACK.svd(X)
+    return U[:, ::-1], s[::-1], Vt[::-1]            # the same product, singular values increasing
+
+
+def _erasing_inverse(T):
+    T[:] = np.eye(len(T))                           # an oracle that writes into what it is shown
+    return np.eye(len(T))
+
+
+def _erasing_svd(X):
+    U, s, Vt = LAPACK.svd(X)
+    X *= 0.0
+    return U, s * 0, Vt
+
+
+def _fails(_):
+    raise np.linalg.LinAlgError("SVD did not converge")
+
+
+GARBAGE = {
+    "wrong shape": Oracle(inverse=lambda T: np.eye(len(T) + 1), svd=lambda X: [a[:-1] for a in LAPACK.svd(X)]),
+    "NaN": Oracle(inverse=lambda T: np.full(T.shape, np.nan), svd=lambda X: [a * np.nan for a in LAPACK.svd(X)]),
+    "not arrays": Oracle(inverse=lambda T: None, svd=lambda X: "usv"),
+    "too few": Oracle(inverse=lambda T: (T, T), svd=lambda X: LAPACK.svd(X)[:2]),
+    "raises": Oracle(inverse=_fails, svd=_fails),
+    "zero": Oracle(inverse=np.zeros_like, svd=lambda X: [0 * a for a in LAPACK.svd(X)]),
+    "huge": Oracle(inverse=lambda T: 1e300 * LAPACK.inverse(T), svd=lambda X: [1e300 * a for a in LAPACK.svd(X)]),
+}
+TRICKY = {"unsorted": Oracle(svd=_reversed_svd), "writes into its argument": Oracle(inverse=_erasing_inverse, svd=_erasing_svd)}
+
+
+def test_without_choices_a_rule_that_chooses_is_unsupported():
+    for rel in CHOOSING:
+        v = kernel.check(GOLDEN / rel)
+        assert v.status == "UNSUPPORTED" and "choices=certkit.choices.LAPACK" in v.message, v.line()
+        assert kernel.check(GOLDEN / rel, choices=LAPACK).status == "VERIFIED"
+    assert kernel.check(GOLDEN / "valid" / "gauss-n24-factor.json").status == "VERIFIED"     # nothing to choose
+
+
+@pytest.mark.parametrize("name", sorted(GARBAGE) + sorted(TRICKY))
+def test_a_hostile_oracle_can_only_reject(name):
+    """Whatever the oracle answers, a false claim is never VERIFIED, and a garbage answer is REJECTED,
+    never an internal error.  Reversed singular values would pair sigma_i with the wrong s_i and an
+    oracle that writes into its argument would change the matrix the kernel bounds: both are harmless."""
+    oracle = GARBAGE.get(name) or TRICKY[name]
+    for rel in FALSE:
+        assert kernel.check(GOLDEN / rel, "fast", choices=oracle).status == "REJECTED", rel
+    for rel in CHOOSING:
+        v = kernel.check(GOLDEN / rel, "fast", choices=oracle)
+        assert v.status in (("REJECTED",) if name in GARBAGE else ("REJECTED", "VERIFIED")), (rel, v.line())
+
+
+def test_any_good_choice_verifies():
+    """Another inverse or SVD (not LAPACK's pinv; the SVD of the other orientation) verifies the same claims."""
+    other = Oracle(inverse=np.linalg.inv,
+                   svd=lambda X: (lambda U, s, Vt: (Vt.T, s, U.T))(*np.linalg.svd(X.T, full_matrices=False)))
+    for rel in CHOOSING:
+        assert kernel.check(GOLDEN / rel, choices=other).status == "VERIFIED", rel

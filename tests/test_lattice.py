@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.kernel.numerics import lattice_count, theta_sum
 from certkit.search import lattice as lat
 from certkit.search.writer import certificate

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from certkit.head import Head, HeadError, RowMask
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.kernel.numerics import enclose_all, make_instance
 from certkit.search import writer
 

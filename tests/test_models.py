@@ -21,7 +21,7 @@ ex = pytest.importorskip("certkit.models.extract")
 from certkit.cli import main  # noqa: E402
 from certkit.errors import UserError  # noqa: E402
 from certkit.head import Head, RowMask  # noqa: E402
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 from certkit.models import families, heads_from_model  # noqa: E402
 from certkit.numbers import OverSqrt  # noqa: E402
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from certkit.kernel import check
+from certkit.choices import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -22,7 +22,7 @@ def test_out_of_memory_is_unsupported_not_internal_error(tmp_path):
     p.write_text(json.dumps(doc, separators=(",", ":")))
     code = textwrap.dedent(f"""
         import resource, sys
-        from certkit.kernel import check
+        from certkit.choices import check
         size = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
         resource.setrlimit(resource.RLIMIT_AS, (size + 120 * 2 ** 20, resource.RLIM_INFINITY))
         v = check({str(p)!r})

@@ -216,7 +216,7 @@ def test_numeral_pattern_matches_reader(schema, s):
 
 
 def test_spec_example_validates_and_verifies(validator, tmp_path):
-    from certkit.kernel import check
+    from certkit.choices import check
     md = open(os.path.join(ROOT, "certkit", "format", "certificate-1.0.md"), encoding="utf-8").read()
     block = md.split("```json\n", 1)[1].split("```", 1)[0]
     doc = json.loads(block)
@@ -261,7 +261,7 @@ def _lattice_doc(tmp_path, name):
 
 
 def _kernel_status(tmp_path, doc):
-    from certkit.kernel import check
+    from certkit.choices import check
     p = tmp_path / "mutated.json"
     p.write_text(json.dumps(doc))
     return check(str(p))
@@ -269,7 +269,7 @@ def _kernel_status(tmp_path, doc):
 
 @pytest.mark.parametrize("name", LATTICE)
 def test_lattice_certificates_validate(validator, tmp_path, name):
-    from certkit.kernel import check
+    from certkit.choices import check
     doc = _lattice_doc(tmp_path, name)
     assert doc["kind"] == "lower-lattice"
     errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
@@ -387,7 +387,7 @@ def test_lattice_with_parametric_instance_and_matrix_witness_rejected(validator,
 def test_safetensors_sidecar_is_well_formed_but_unsupported(validator):
     """Format 1.0 names .safetensors sidecars (with a tensor name): the schema accepts the golden
     case, the 1.0 checker answers UNSUPPORTED (it reads .npy sidecars only), never MALFORMED."""
-    from certkit.kernel import check
+    from certkit.choices import check
     path = os.path.join(ROOT, "tests", "golden", "unsupported", "sidecar-safetensors.json")
     with open(path) as f:
         doc = json.load(f)

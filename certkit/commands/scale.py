@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..choices import check
 from ..errors import UserError
-from ..kernel import check
 from ..numbers import parse_eps
 from . import growth
 from ..search import lattice as lat

@@ -30,19 +30,23 @@ def _alarm(signum, frame):
     raise TimeLimit
 
 
-def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None) -> Verdict:
+def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None,
+          choices: object = None) -> Verdict:
     """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
     instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
-    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED."""
+    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED.
+    choices: the untrusted oracle of the float choices the kernel bounds but never makes (any answer is
+    sound): inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt), a thin SVD with s non-increasing, e.g.
+    certkit.choices.LAPACK.  None: UNSUPPORTED where a rule needs a choice."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     if not time_limit:
-        return _check(path, route)
+        return _check(path, route, choices)
     old = signal.signal(signal.SIGALRM, _alarm)
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, time_limit)
-            return _check(path, route)
+            return _check(path, route, choices)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except TimeLimit:
@@ -51,7 +55,7 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: 
         signal.signal(signal.SIGALRM, old)
 
 
-def _check(path, route):
+def _check(path, route, choices):
     sha = None
     try:
         check_environment()
@@ -65,22 +69,18 @@ def _check(path, route):
             first = "fast" if route == "auto" else route
             with np.errstate(all="ignore"):
                 try:
-                    details, route = kind.rule(inst, c, doc["witness"], base, first), first
+                    details, route = kind.rule(inst, c, doc["witness"], base, first, choices), first
                 except Rejected:
                     if route != "auto" or inst.n * inst.N > AUTO_ARB:
                         raise
-                    details, route = kind.rule(inst, c, doc["witness"], base, "arb"), "arb"
+                    details, route = kind.rule(inst, c, doc["witness"], base, "arb", choices), "arb"
             beta_text = inst.beta.text
         details.update(kind=kind.name, sha256=sha, route=route)
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
                 f"enclosure={kind.enclosure or ROUTE_ENCLOSURES[route]}, beta={beta_text}, checker={CHECKER}]")
         return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
-    except Malformed as e:
-        return Verdict("MALFORMED", f"{e.path}: {e.what}", {"sha256": sha})
-    except Unsupported as e:
-        return Verdict("UNSUPPORTED", str(e), {"sha256": sha})
-    except Rejected as e:
-        return Verdict("REJECTED", f"{e.step}: {e.detail}", {"sha256": sha})
+    except (Malformed, Unsupported, Rejected) as e:         # "path: what", "step: detail" or the reason
+        return Verdict(e.status, str(e), {"sha256": sha})
     except MemoryError:
         return Verdict("UNSUPPORTED", "resource limit: out of memory", {"sha256": sha})
     except FPEnvironmentError as e:

@@ -1,20 +1,24 @@
-"""Shared pieces of the rules: witness index arrays, decoders, certified row-l1 sums."""
+"""Shared pieces of the rules: witness index arrays, decoders, the row enclosures they take (all rows' worst
+bound, a decoder applied block by block), certified row-l1 sums, untrusted choices."""
 from fractions import Fraction
 
 import flint
 import numpy as np
 
 from .fp import ETA, gamma, inflate, sum_up, arb_up
-from .load import array
-from .verdict import Malformed, Rejected
+from .load import array, Instance
+from .rows import enclose
+from .verdict import Malformed, Rejected, Unsupported
 
 
-def indices(x: object, path: str, base_dir: str, upper: int, length: int | None = None) -> np.ndarray:
-    """An int array with entries in [0, upper)."""
+def indices(x: object, path: str, base_dir: str, upper: int | None, length: int | None = None, lower: int = 0,
+            what: str = "index") -> np.ndarray:
+    """An int array with entries in [lower, upper) (upper None: its largest entry + 1)."""
     a = array(x, path, base_dir, (length,), kind="int")
-    if a.size and (a.min() < 0 or a.max() >= upper):
-        i = int(np.argmax((a < 0) | (a >= upper)))
-        raise Malformed(f"{path}[{i}]", f"index {int(a[i])} out of range [0, {upper})")
+    upper = int(a.max(initial=lower - 1)) + 1 if upper is None else upper
+    if a.size and (a.min() < lower or a.max() >= upper):
+        i = int(np.argmax((a < lower) | (a >= upper)))
+        raise Malformed(f"{path}[{i}]", f"{what} {int(a[i])} out of range [{lower}, {upper})")
     return a
 
 
@@ -27,12 +31,8 @@ class Decoder:
         if ("cells" in w) == ("decoder" in w):
             raise Malformed(path, "give exactly one of \"cells\" or \"decoder\"")
         if "cells" in w:
-            c = array(w["cells"], f"{path}.cells", base_dir, (N,), kind="int")
-            M = int(c.max(initial=-1)) + 1 if M is None else M
-            if c.size and (c.min() < -1 or c.max() >= M):
-                i = int(np.argmax((c < -1) | (c >= M)))
-                raise Malformed(f"{path}.cells[{i}]", f"cell {int(c[i])} out of range [-1, {M})")
-            self.cells, self.G = c, None
+            self.cells, self.G = indices(w["cells"], f"{path}.cells", base_dir, M, N, -1, "cell"), None
+            M = int(self.cells.max(initial=-1)) + 1 if M is None else M
         else:
             G = array(w["decoder"], f"{path}.decoder", base_dir, (N, M))
             M = G.shape[1]
@@ -59,14 +59,32 @@ class Decoder:
         return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
+def max_row_bound(inst, route, row_bound):
+    """(e, i): the largest of the per-row upper bounds row_bound(idx, m, rho) over all rows, its row."""
+    err = np.concatenate([row_bound(idx, m, rho) for idx, m, rho in enclose(inst, None, route)])
+    return float(np.max(err)), int(np.argmax(err))          # rows 0..n-1 in order
+
+
+def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: Decoder | None = None) -> tuple:
+    """(idx, m, rho) of the requested rows; with a Decoder dec, (idx, fl(m G), rho + its error) block by block."""
+    parts = [(i, m, r) if dec is None else (i, *dec.apply(m, r)) for i, m, r in enclose(inst, rows, route)]
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N if dec is None else dec.M)), np.zeros(0)
+    return tuple(np.concatenate(c) for c in zip(*parts))
+
+
 def arb_row_l1(D, add):
     """Floats >= sum_j |D_ij| + add_i, D an arb_mat: the rows' l1 norms in Arb, no float rounding."""
     return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
 
 
-def certainly_le(x, eps):
-    """x (float, a proven upper bound) <= eps (Fraction), decided exactly; NaN/inf: False."""
-    return bool(np.isfinite(x)) and Fraction(float(x)) <= eps
+def row_error_within(worst_row, eps, step, B):
+    """The proven bound worst of (worst, row) = max_i ||A_i - B_i||_1, if certainly <= eps (decided
+    exactly; NaN/inf never); else Rejected(step)."""
+    worst, row = worst_row
+    if not (np.isfinite(worst) and Fraction(worst) <= eps):
+        raise Rejected(step, f"certified max_i ||A_i - {B}||_1 <= {worst:.6g} (row {row}) vs claimed eps = {eps}")
+    return worst
 
 
 def finite(x, step):
@@ -74,3 +92,20 @@ def finite(x, step):
     if not np.all(np.isfinite(x)):
         raise Rejected(step, "non-finite intermediate value (overflow in float arithmetic)")
     return x
+
+
+def choose(choices, what, step, x, parts=1):
+    """choices.<what>(a copy of x), an untrusted float choice (check()'s oracle), as `parts` finite
+    float64 arrays: the rule bounds them, so any answer is sound.  Unsupported without an oracle;
+    Rejected(step) if it fails or answers something else."""
+    if choices is None:
+        raise Unsupported(f"{step.split('/')[0]} needs a float {what} chosen outside the kernel: pass "
+                          f"check(path, choices=certkit.choices.LAPACK) or any object with inverse(T) and svd(X)")
+    try:
+        got = getattr(choices, what)(x.copy())
+        got = [np.array(a, dtype=np.float64) for a in (got if parts > 1 else [got])]
+    except (ArithmeticError, TypeError, ValueError) as e:
+        raise Rejected(step, str(e)) from None
+    if len(got) != parts:
+        raise Rejected(step, f"the chosen {what} is not {parts} arrays")
+    return [finite(a, step) for a in got]

@@ -15,7 +15,6 @@ import flint
 import numpy as np
 
 from .fp import arb_of, arb_up, arb_to_fraction_lower, arb_to_fraction_upper
-from .numerals import parse_numeral, parse_int, exact_float
 from .verdict import Malformed, Unsupported
 
 FORMAT = "certkit-certificate"
@@ -61,8 +60,7 @@ def read_regular(path: str | os.PathLike[str], limit: int, where: str, what: obj
 def read_json(path: str | os.PathLike[str]) -> tuple[dict, str]:
     raw = read_regular(path, MAX_FILE, "$", path)
     try:
-        text = raw.decode("utf-8")
-        doc = json.loads(text, object_pairs_hook=_no_dupes, parse_constant=_reject_constant)
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_dupes, parse_constant=_reject_constant)
     except UnicodeDecodeError as e:
         raise Malformed("$", f"not UTF-8 ({e.reason} at byte {e.start})") from None
     except (ValueError, RecursionError) as e:
@@ -129,9 +127,8 @@ def claim(doc, kind):
     c = obj(doc["claim"], "$.claim", ["quantity", "relation"] + ["bound"] * (q == "r_eps") + ["eps"])
     if c["quantity"] != q:
         raise Malformed("$.claim.quantity", f"expected {q!r}, got {c['quantity']!r:.60}")
-    rel = kind.relation
-    if c["relation"] != rel:
-        raise Malformed("$.claim.relation", f"kind {kind.name} proves {rel!r}, got {c['relation']!r:.60}")
+    if c["relation"] != kind.relation:
+        raise Malformed("$.claim.relation", f"kind {kind.name} proves {kind.relation!r}, got {c['relation']!r:.60}")
     bound = parse_int(c["bound"], "$.claim.bound", lo=0) if q == "r_eps" else 0
     eps, top = parse_numeral(c["eps"], "$.claim.eps"), (1 if q == "r_eps" else 2)
     if not 0 < eps < top:
@@ -139,7 +136,71 @@ def claim(doc, kind):
     a = doc["assumptions"]
     if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(kind.lemmas):
         raise Malformed("$.assumptions", f"kind {kind.name} relies on exactly {list(kind.lemmas)}, got {a!r:.120}")
-    return Claim(rel, bound, eps, q)
+    return Claim(kind.relation, bound, eps, q)
+
+
+# ---------------------------------------------------------------- numerals
+MAX_LEN = 2000
+MAX_DEC_EXP = 2000
+MAX_BIN_EXP = 5000
+
+_INT = re.compile(r"[+-]?[0-9]+\Z")
+_RAT = re.compile(r"([+-]?[0-9]+)/([0-9]+)\Z")
+_DEC = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\Z")
+_HEX = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?[pP]([+-]?[0-9]+)\Z")
+
+
+def parse_numeral(s: object, path: str) -> Fraction:
+    """The exact rational value of numeral string s (integer, p/q, exact decimal or C99 hex float: JSON
+    floats never reach here), within size limits against hostile input; Malformed(path) otherwise."""
+    if isinstance(s, bool) or not isinstance(s, str):
+        kind = "a JSON float" if isinstance(s, float) else f"a JSON {type(s).__name__}"
+        raise Malformed(path, f"expected an exact numeral string, got {kind} {s!r}")
+    if len(s) > MAX_LEN:
+        raise Malformed(path, f"numeral longer than {MAX_LEN} characters")
+    if _INT.match(s):
+        return Fraction(int(s))
+    m = _RAT.match(s)
+    if m:
+        if int(m.group(2)) == 0:
+            raise Malformed(path, f"zero denominator in {s!r}")
+        return Fraction(int(m.group(1)), int(m.group(2)))
+    m = _HEX.match(s)
+    if m:
+        sign, ip, fp, e = m.group(1), m.group(2), m.group(3) or "", int(m.group(4))
+        if not (ip or fp) or abs(e) > MAX_BIN_EXP:
+            raise Malformed(path, f"bad or out-of-range hex float {s!r}")
+        v = Fraction(int(ip + fp, 16)) * Fraction(2) ** (e - 4 * len(fp))
+        return -v if sign == "-" else v
+    m = _DEC.match(s)
+    if m and (m.group(2) or m.group(3)):
+        sign, ip, fp, e = m.group(1), m.group(2), m.group(3) or "", int(m.group(4) or 0)
+        if abs(e) > MAX_DEC_EXP:
+            raise Malformed(path, f"decimal exponent out of range in {s!r} (|e| <= {MAX_DEC_EXP})")
+        v = Fraction(int((ip or "0") + fp)) * Fraction(10) ** (e - len(fp))
+        return -v if sign == "-" else v
+    raise Malformed(path, f"not an exact numeral (integer, p/q, decimal or hex float): {s!r}")
+
+
+def parse_int(s, path, lo=None, hi=None):
+    v = parse_numeral(s, path)
+    if v.denominator != 1:
+        raise Malformed(path, f"expected an integer, got {s!r}")
+    v = int(v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise Malformed(path, f"integer {v} out of range [{lo}, {hi}]")
+    return v
+
+
+def exact_float(v: Fraction, path: str) -> float:
+    """The binary64 number equal to the rational v; Malformed if v is not exactly representable."""
+    try:
+        f = float(v)
+    except OverflowError:
+        raise Malformed(path, f"{str(v)[:40]}... overflows binary64") from None
+    if Fraction(f) != v:
+        raise Malformed(path, f"{v} is not exactly representable in binary64 (write it as a hex float)")
+    return f
 
 
 def array(x: object, path: str, base_dir: str, shape: tuple, kind: str = "float") -> np.ndarray:
@@ -295,17 +356,10 @@ class Instance:
     row_keys: np.ndarray | None = None
     replacement: "Instance | None" = None
 
-    @property
-    def n(self):
-        return self.Q.shape[0]
-
-    @property
-    def N(self):
-        return self.K.shape[0]
-
-    @property
-    def kept(self):
-        return None if self.weights is None else np.flatnonzero(self.weights > 0)
+    def __post_init__(self):
+        """n queries, N keys; kept: the indices of the kept columns (None: all, no weights)."""
+        self.n, self.N = self.Q.shape[0], self.K.shape[0]
+        self.kept = None if self.weights is None else np.flatnonzero(self.weights > 0)
 
 
 def instance(doc: dict, base_dir: str, pair: bool = False) -> "Instance":

@@ -1,13 +1,11 @@
 """The kernel's second face, re-exports only: what producers borrow to choose (a Verdict comes only from check)."""
 from .check import kind_and_claim
-from .common import indices
+from .common import enclose_all, indices
 from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import U, ETA, gamma, inflate, sum_up, arb_of, arb_up, arb_down, arb_to_fraction_lower, arb_to_fraction_upper
-from .load import read_json, read_regular, instance, make_instance, array, FORMAT
-from .numerals import parse_numeral, exact_float
-from .rows import enclose_all
+from .load import read_json, read_regular, instance, make_instance, array, FORMAT, parse_numeral, exact_float
 from .rule_chain import enclosures as chain_enclosures, read_witness as chain_witness, chain, geometry as chain_geometry
 from .rule_distance import max_row_distance
 from .rule_factorization import max_row_error
+from .rule_frobenius import singular_value_bounds
 from .rule_lattice import lattice_count, theta_sum
-from .svd import singular_value_bounds

@@ -19,9 +19,7 @@ import flint
 import numpy as np
 
 from .expo import exp_nonpos, EXP_REL, EXP_ABS
-from .common import Decoder
 from .fp import U, ETA, gamma, inflate, float_up, arb_up
-from .load import Instance
 from .verdict import Rejected
 
 BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk
@@ -129,22 +127,19 @@ def _arb_block(inst, prep, idx):
             shift = flint.arb(max(float(x.mid()) for x in row))
             e = [(x - shift).exp() for x in row]
             Z = sum(e[1:], e[0])
-            tot = flint.arb(0)
-            for j, x in zip(js, e):
-                A = x / Z
-                m[a, j] = float(A.mid())
-                tot += abs(A - flint.arb(m[a, j]))
-            rho[a] = arb_up(tot)
+            A = [x / Z for x in e]
+            m[a, js] = [float(x.mid()) for x in A]
+            rho[a] = arb_up(sum((abs(x - flint.arb(f)) for x, f in zip(A, m[a, js].tolist())), flint.arb(0)))
     return m, rho
 
 
-def enclose(inst, rows=None, route="fast", block=BLOCK):
+def enclose(inst, rows=None, route="fast"):
     """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
     (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx."""
     prep = _Prepared(inst)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
-    for s in range(0, len(rows), block):
-        idx = rows[s:s + block]
+    for s in range(0, len(rows), BLOCK):
+        idx = rows[s:s + BLOCK]
         m, rho = prep.block(idx) if route == "fast" else _arb_block(inst, prep, idx)
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(rho))):
             raise Rejected("enclosure", "non-finite value in the row enclosure (overflow)")
@@ -154,20 +149,3 @@ def enclose(inst, rows=None, route="fast", block=BLOCK):
             m = full
         yield idx, m, rho
 
-
-def max_row_bound(inst, route, row_bound):
-    """(e, i): the largest of the per-row upper bounds row_bound(idx, m, rho) over all rows, its row."""
-    worst, worst_row = -1.0, -1
-    for idx, m, rho in enclose(inst, None, route):
-        err = row_bound(idx, m, rho)
-        if np.max(err) > worst:
-            worst, worst_row = float(np.max(err)), int(idx[np.argmax(err)])
-    return worst, worst_row
-
-
-def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: Decoder | None = None) -> tuple:
-    """(idx, m, rho) of the requested rows; with a Decoder dec, (idx, fl(m G), rho + its error) block by block."""
-    parts = [(i, m, r) if dec is None else (i, *dec.apply(m, r)) for i, m, r in enclose(inst, rows, route)]
-    if not parts:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N if dec is None else dec.M)), np.zeros(0)
-    return tuple(np.concatenate(c) for c in zip(*parts))

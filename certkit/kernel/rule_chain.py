@@ -121,9 +121,7 @@ def geometry(inst: Instance, W: np.ndarray, c: np.ndarray, e: np.ndarray, E: np.
 
 
 def theta(m):
-    """An Arb ball containing an admissible covering density theta_m (docs/mathematics.md §3.4)."""
-    if m == 1:
-        return flint.arb(1)
+    """An Arb ball containing an admissible covering density theta_m, m >= 2 (docs/mathematics.md §3.4)."""
     M = flint.arb(m)
     V = flint.arb.pi() ** (M / 2) / (M / 2 + 1).gamma()
     astar = V * (M + 1).sqrt() * ((M * (M + 2)) / (12 * (M + 1))) ** (M / 2)
@@ -140,13 +138,11 @@ def P(m, y):
 
 def chain(g: dict, eps: Fraction, n: int) -> tuple:
     """docs/mathematics.md §7.2 F2-F12 in Arb from the geometry g: dict of Arb balls and R_sym (int)."""
-    out = {"tau": None, "epsp": None, "Gamma": None, "eta": None, "S": None}
-    cap = min(n, g["N"])
     with flint.ctx.workprec(128):
         tau = 2 - 4 / (1 + (arb_of(Fraction(g["osc"])) / 2).exp())
         epsp = arb_of(eps) - tau
         Gamma = arb_of(Fraction(g["beta_hi"])) * arb_of(Fraction(g["rho_Q"])) * arb_of(Fraction(g["rho_K"]))
-        out.update(tau=tau, epsp=epsp, Gamma=Gamma)
+        out = {"tau": tau, "epsp": epsp, "Gamma": Gamma, "eta": None, "S": None}
         if not epsp > 0:
             return out, None, "tau>=eps"
         if g["r"] == 0:
@@ -163,6 +159,7 @@ def chain(g: dict, eps: Fraction, n: int) -> tuple:
             S2 = theta(m) * P(m, 1 / eta)
             S = S2 if S2.upper() < S.upper() else S
         out["S"] = S
+        cap = min(n, g["N"])
         bound = math.floor(arb_to_fraction_upper(S)) if S.is_finite() else cap
         return out, min(cap, bound), "net"
 
@@ -178,7 +175,7 @@ def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str) -> d
     return g
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     g = enclosures(inst, claim.eps, witness, base_dir)
     cap = min(inst.n, g["N"])
     if claim.bound >= cap:

@@ -10,14 +10,13 @@ Witness: representatives, assignment.
 import flint
 import numpy as np
 
-from .common import arb_row_l1, indices, certainly_le, finite
+from .common import arb_row_l1, enclose_all, indices, finite, max_row_bound, row_error_within
 from .fp import U as u, inflate, sum_up
 from .load import obj
-from .rows import enclose_all, max_row_bound
 from .verdict import Malformed, Rejected
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", ["representatives", "assignment"])
     R = indices(w["representatives"], "$.witness.representatives", base_dir, inst.n)
     sig = indices(w["assignment"], "$.witness.assignment", base_dir, inst.n, inst.n)
@@ -39,8 +38,5 @@ def check(inst, claim, witness, base_dir, route):
                 return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(rm[t].tolist()), inflate(rho + rrho[t], 1))
         return finite(inflate(sum_up(np.abs(m - rm[t]), axis=1) * (1 + u) + rho + rrho[t], 4),
                       "upper-covering/row-distance")
-    worst, worst_row = max_row_bound(inst, route, row_bound)
-    if not certainly_le(worst, claim.eps):
-        raise Rejected("upper-covering/row-distance",
-                       f"certified max_i ||A_i - A_sigma(i)||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")
+    worst = row_error_within(max_row_bound(inst, route, row_bound), claim.eps, "upper-covering/row-distance", "A_sigma(i)")
     return {"certified_max_row_error": worst, "representatives": int(len(R))}

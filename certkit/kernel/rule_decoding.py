@@ -12,17 +12,16 @@ T_B - T_A has every row l1 norm <= eps.
 
 Enclosure: T^ = fl(m_msg G), ||T_A[a] - T^[a]||_1 <= e_a := rho_{i_a} + (rounding of the
 product); margin_a(T_A) >= margin_a(T^) - e_a; ||I - X T_A|| <= ||I - X T^|| + ||X|| max_a e_a.
-Final comparisons are exact (Fractions).  X = a float inverse of T^ computed here (floats
-choose); witness: messages and cells or decoder.
+Final comparisons are exact (Fractions).  X = the oracle's float inverse of T^ (check()'s choices:
+floats choose, any X is sound); witness: messages and cells or decoder.
 """
 from fractions import Fraction
 
 import numpy as np
 
-from .common import Decoder, indices, finite
+from .common import Decoder, choose, enclose_all, indices, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import obj
-from .rows import enclose_all
 from .verdict import Rejected
 
 
@@ -37,7 +36,7 @@ def _contraction(inst, claim, witness, base_dir, route, name):
     return T, e, msg
 
 
-def check_margin(inst, claim, witness, base_dir, route):
+def check_margin(inst, claim, witness, base_dir, route, choices):
     T, e, msg = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-margin")
     diag, rowabs = np.diag(T), sum_up(np.abs(T), axis=1)
     lbs = [Fraction(t) + abs(Fraction(t)) - Fraction(r) - Fraction(x) for t, r, x in zip(diag, rowabs, e)]
@@ -48,12 +47,14 @@ def check_margin(inst, claim, witness, base_dir, route):
     return {"messages": len(lbs), "certified_min_margin": None if a is None else float(lbs[a])}
 
 
-def check_inverse_norm(inst, claim, witness, base_dir, route):
+def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
     T, e, msg = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-inverse-norm")
     M = T.shape[0]
     if M == 0:
         return {"messages": 0}
-    X = finite(np.linalg.pinv(T), "lower-decoding-inverse-norm/invert")      # any X: it only chooses
+    X, = choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)     # any X: it only chooses
+    if X.shape != (M, M):
+        raise Rejected("lower-decoding-inverse-norm/invert", f"the chosen inverse is {X.shape}, not {M} x {M}")
     R = np.eye(M) - X @ T
     absX = np.abs(X)
     Tabs = sum_up(np.abs(T), axis=1)

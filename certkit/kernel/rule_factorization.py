@@ -12,10 +12,9 @@ Witness: U, V.
 import flint
 import numpy as np
 
-from .common import arb_row_l1, certainly_le, finite
+from .common import arb_row_l1, finite, max_row_bound, row_error_within
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj, Instance
-from .rows import max_row_bound
 from .verdict import Rejected
 
 
@@ -40,15 +39,12 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
     return max_row_bound(inst, route, row_bound)
 
 
-def check(inst, claim, witness, base_dir, route):
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", ["U", "V"])
     Uf = array(w["U"], "$.witness.U", base_dir, (inst.n, None))
     k = Uf.shape[1]
     V = array(w["V"], "$.witness.V", base_dir, (inst.N, k))
     if k > claim.bound:
         raise Rejected("upper-factorization/width", f"factors have k = {k} columns vs claimed bound {claim.bound}")
-    worst, worst_row = max_row_error(inst, Uf, V, route)
-    if not certainly_le(worst, claim.eps):
-        raise Rejected("upper-factorization/row-error",
-                       f"certified max_i ||A_i - B_i||_1 <= {worst:.6g} (row {worst_row}) vs claimed eps = {claim.eps}")
+    worst = row_error_within(max_row_error(inst, Uf, V, route), claim.eps, "upper-factorization/row-error", "B_i")
     return {"certified_max_row_error": worst, "rank_of_factors_at_most": k}

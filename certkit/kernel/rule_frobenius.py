@@ -5,23 +5,67 @@ rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2: tail_M(
 
 Enclosure: C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <= row l1);
 sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
-sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md).  Decided in Arb.
+sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md) from the oracle's float
+SVD of C^ (check()'s choices: any SVD is sound).  Decided in Arb.
 Witness: optional rows, optional cells/decoder.
+
+Verified singular values (proofs/verified-svd.md; docs/numerics.md §4, INTLAB style): for X (m x n,
+m >= n) and any float thin SVD U, s (non-increasing, >= 0), V with alpha_U >= ||U^T U - I||_2,
+alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:
+
+    (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V).
+
+2-norms are bounded by Frobenius norms; the rounding of each float product fl(AB) by
+gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B||_F + ...
 """
 from fractions import Fraction
 
 import flint
 import numpy as np
 
-from .common import Decoder, indices, finite
-from .fp import ETA, gamma, inflate, sum_up, arb_of
+from .common import Decoder, choose, enclose_all, indices, finite
+from .fp import U as u, ETA, gamma, inflate, sum_up, fro_up, arb_of, arb_up, arb_down
 from .load import obj
-from .rows import enclose_all
-from .svd import singular_value_bounds
 from .verdict import Rejected
 
 
-def check(inst, claim, witness, base_dir, route):
+def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
+    float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
+    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor."""
+    if X.shape[0] < X.shape[1]:
+        X, Uf, Vt = X.T, Vt.T, Uf.T
+    m, n = X.shape
+    V, I = Vt.T, np.eye(n)
+    if Uf.shape != (m, n) or s.shape != (n,) or V.shape != (n, n) or np.any(s[1:] > s[:-1]) or np.any(s < 0):
+        raise ArithmeticError(f"float SVD of shapes {Uf.shape}, {s.shape}, {Vt.shape} for a {m} x {n} matrix, or "
+                              f"singular values not non-increasing and >= 0")
+
+    def ortho_defect(W, k):
+        G = W.T @ W - I
+        fw = fro_up(W)
+        return inflate(fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
+
+    aU, aV = ortho_defect(Uf, m), ortho_defect(V, n)
+    Us = Uf * s
+    R = X @ V - Us
+    rho = inflate(fro_up(R) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
+                  + np.sqrt(m * n) * n * ETA + u * fro_up(Us) + np.sqrt(m * n) * ETA, 6)
+    if not (aU < 0.5 and aV < 0.5 and rho < np.inf):
+        raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2 or residual not finite)")
+    lo, hi = np.empty(n), np.empty(n)
+    with flint.ctx.workprec(80):
+        AU, AV, R_ = flint.arb(aU), flint.arb(aV), flint.arb(rho)
+        up_f = (1 + AU).sqrt() / (1 - AV).sqrt()
+        lo_f = (1 - AU).sqrt() / (1 + AV).sqrt()
+        for i, si in enumerate(s.tolist()):
+            S = flint.arb(si)
+            hi[i] = arb_up(up_f * S + R_ / (1 - AV).sqrt())
+            lo[i] = max(0.0, arb_down(lo_f * S - R_ / (1 + AV).sqrt()))
+    return lo, hi
+
+
+def check(inst, claim, witness, base_dir, route, choices):
     w = obj(witness, "$.witness", [], ["rows", "cells", "decoder"])
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
@@ -30,15 +74,16 @@ def check(inst, claim, witness, base_dir, route):
     M = claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
+    svd = choose(choices, "svd", "lower-frobenius-tail/svd", C, 3) if M > 1 else None
     try:
-        sig_hi = singular_value_bounds(C)[1][:M - 1] if M > 1 else np.zeros(0)
-    except (ArithmeticError, np.linalg.LinAlgError) as ex:
+        sig_hi = singular_value_bounds(C, *svd)[1][:M - 1] if M > 1 else np.zeros(0)
+    except ArithmeticError as ex:
         raise Rejected("lower-frobenius-tail/svd", str(ex)) from None
     fro2 = finite(np.sum(C * C), "lower-frobenius-tail/norm")
     finite(sig_hi, "lower-frobenius-tail/svd")
     # squares that underflow lose at most eta/2 each
     fro2_lo = Fraction(float(fro2)) * (1 - 2 * Fraction(gamma(C.size + 2))) - C.size * Fraction(ETA)
-    D = inflate(float(np.sqrt(sum_up(e * e))), 2)
+    D = fro_up(e)
     with flint.ctx.workprec(100):
         top = sum((arb_of(Fraction(s)) ** 2 for s in sig_hi.tolist()), flint.arb(0))
         tail = arb_of(fro2_lo) - top

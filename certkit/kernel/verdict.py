@@ -10,6 +10,7 @@ EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3, "INTERNA
 
 class Malformed(Exception):
     """The certificate is not a well-formed format-1.0 document: JSON path + what is wrong."""
+    status = "MALFORMED"
 
     def __init__(self, path: str, what: str) -> None:
         super().__init__(f"{path}: {what}")
@@ -19,14 +20,15 @@ class Malformed(Exception):
 class Unsupported(Exception):
     """A well-formed document this checker does not read (version, kind) or, with a message starting
     "resource limit", cannot decide within its limits (memory, time)."""
+    status = "UNSUPPORTED"
 
 
 class Rejected(Exception):
     """A recomputed enclosure does not certainly support the claim: step/rule + both numbers."""
+    status = "REJECTED"
 
     def __init__(self, step: str, detail: str) -> None:
         super().__init__(f"{step}: {detail}")
-        self.step, self.detail = step, detail
 
 
 @dataclass(frozen=True)

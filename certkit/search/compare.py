@@ -17,7 +17,8 @@ import numpy as np
 
 from ..certificate import Certificate, Comparison
 from ..head import Head, HeadError, softmax_rows
-from ..kernel import DEFAULT_ROUTE, check
+from ..choices import check
+from ..kernel import DEFAULT_ROUTE
 from ..kernel.numerics import max_row_distance
 from .writer import certificate, remove
 

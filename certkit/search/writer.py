@@ -8,7 +8,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..kernel import KINDS, check
+from ..choices import check
+from ..kernel import KINDS
 from ..kernel.numerics import FORMAT
 from ..numbers import numeral
 

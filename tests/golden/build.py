@@ -26,7 +26,8 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from certkit import corpus  # noqa: E402
-from certkit.kernel import KINDS, check  # noqa: E402
+from certkit.choices import check  # noqa: E402
+from certkit.kernel import KINDS  # noqa: E402
 from certkit.kernel.numerics import array, indices, kind_and_claim, read_json  # noqa: E402
 from certkit.kernel.numerics import instance as read_instance  # noqa: E402
 from certkit.numbers import BetaInterval, OverSqrt, numeral  # noqa: E402

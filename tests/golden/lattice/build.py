@@ -8,7 +8,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 
 
 def doc(instance, witness, bound, eps="7/20"):

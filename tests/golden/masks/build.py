@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 from certkit import synthetic  # noqa: E402
 from certkit.head import RowMask  # noqa: E402
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 from certkit.search import causal, writer  # noqa: E402
 
 EXPECTED = {}
