@@ -109,6 +109,18 @@ def test_schema_1_2_refuses_a_row_mask_in_version_1_0():
         jsonschema.validate(load(os.path.join(HERE, "golden", "masks", "row-mask-in-version-1.0.json")), schema("1.2"))
 
 
+def test_the_example_of_certificate_1_2_md_validates_verifies_and_is_true(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    with open(os.path.join(FORMAT, "certificate-1.2.md"), encoding="utf-8") as f:
+        block = f.read().split("```json\n", 1)[1].split("```", 1)[0]
+    doc = json.loads(block)
+    jsonschema.validate(doc, schema("1.2"))
+    (tmp_path / "example.json").write_text(block)
+    for route in ("fast", "arb"):
+        assert check(str(tmp_path / "example.json"), route).status == "VERIFIED"
+    assert oracle.fraction(oracle.truth(doc)) <= oracle.number(doc["claim"]["eps"])
+
+
 def test_verify_json_of_a_distance_claim_with_eps_1_validates(tmp_path, capsys):
     jsonschema = pytest.importorskip("jsonschema")
     from certkit import cli
