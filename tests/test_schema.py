@@ -1,4 +1,5 @@
-"""The JSON Schema of certificate format 1.0 agrees with the strict reader (certkit/kernel/load.py)."""
+"""The JSON Schemas of certificate formats 1.0 and 1.2 (1.0 plus row masks, row keys and the kind
+attention-distance) agree with the strict reader (certkit/kernel/load.py)."""
 import glob
 import json
 import os
@@ -10,15 +11,19 @@ from certkit.kernel import KINDS, Malformed
 from certkit.kernel.numerics import instance, kind_and_claim, parse_numeral
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCHEMA_PATH = os.path.join(ROOT, "certkit", "format", "certificate-1.0.schema.json")
+SCHEMA_PATH = os.path.join(ROOT, "certkit", "format", "certificate-{}.schema.json")
 CERT_DIR = os.path.join(ROOT, "data", "certificates")
 CERTS = sorted(glob.glob(os.path.join(CERT_DIR, "*.json")))
 
 
-@pytest.fixture(scope="module")
-def schema():
-    with open(SCHEMA_PATH) as f:
+@pytest.fixture(scope="module", params=["1.0", "1.2"])
+def schema(request):
+    with open(SCHEMA_PATH.format(request.param)) as f:
         return json.load(f)
+
+
+def newest(schema):
+    return schema["$id"].endswith("-1.2.schema.json")
 
 
 @pytest.fixture(scope="module")
@@ -176,14 +181,17 @@ def test_bad_sidecar_fields_rejected(validator, field, value, path):
 def _per_kind(schema):
     out = {}
     for branch in schema["allOf"]:
+        if "kind" not in branch["if"]["properties"]:
+            continue                                    # 1.2: the version gates of row masks, row keys, replacements
         kind = branch["if"]["properties"]["kind"]["const"]
         out[kind] = branch["then"]
     return out
 
 
 def test_kinds_match_reader(schema):
-    assert schema["properties"]["kind"]["enum"] == list(KINDS)
-    assert list(_per_kind(schema)) == list(KINDS)
+    kinds = [k for k in KINDS if newest(schema) or KINDS[k].shape != "pair"]     # attention-distance: format 1.2
+    assert schema["properties"]["kind"]["enum"] == kinds
+    assert list(_per_kind(schema)) == kinds
 
 
 def test_assumptions_and_relations_match_reader(schema):
@@ -233,7 +241,8 @@ def test_instance_is_constrained_per_kind(schema):
     assert schema["properties"]["instance"]["type"] == "object"
     assert "$ref" not in schema["properties"]["instance"]
     for kind, then in _per_kind(schema).items():
-        want = "#/$defs/instance-lattice" if kind == "lower-lattice" else "#/$defs/instance"
+        want = {"lower-lattice": "#/$defs/instance-lattice",
+                "attention-distance": "#/$defs/instance-distance"}.get(kind, "#/$defs/instance")
         assert then["properties"]["instance"] == {"$ref": want}, kind
 
 

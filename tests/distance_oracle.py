@@ -1,0 +1,96 @@
+"""An oracle for attention-distance certificates, written independently of the kernel: both
+softmax attentions of a certificate, A of its instance and A' of instance.replacement, computed in
+mpmath at DIGITS decimal digits straight from the document's numerals, and the true
+max_i ||A_i - A'_i||_1.
+
+Nothing of certkit is used: numerals are read here (hex floats by float.fromhex, exact; integers,
+p/q and decimals by Fraction), inner products are exact rationals, and only exp, log and sqrt are
+rounded (at DIGITS digits, so the result is good to far more digits than any claim states).  Row i
+sees the keys j with positive column weight, inside its row mask (i + o - w < j <= i + o) and, with
+row_keys, listed in its row; A_ij = 0 for every other key."""
+import json
+from fractions import Fraction
+
+import mpmath
+
+DIGITS = 50
+
+
+def number(s):
+    """The exact value of a certificate numeral (a JSON string)."""
+    assert isinstance(s, str), s
+    t = s.strip().lower()
+    if "0x" in t:
+        return Fraction(float.fromhex(t))        # the writer's hex floats are binary64 numbers
+    return Fraction(t)                            # integer, p/q or decimal
+
+
+def matrix(x):
+    return [[number(v) for v in row] for row in x]
+
+
+def beta_of(x):
+    """beta as an mpf: a numeral or {"over_sqrt": [c, D]} (an interval has no single attention)."""
+    if isinstance(x, str):
+        return mpf(number(x))
+    c, D = (number(v) for v in x["over_sqrt"])
+    return mpf(c) / mpmath.sqrt(mpf(D))
+
+
+def mpf(q):
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
+def attention(head):
+    """The rows of softmax attention of one head object of a certificate, as lists of mpf."""
+    Q, K = matrix(head["queries"]), matrix(head["keys"])
+    n, N = len(Q), len(K)
+    w = [number(v) for v in head["column_weights"]] if "column_weights" in head else [Fraction(1)] * N
+    bias = matrix(head["logit_bias"]) if "logit_bias" in head else [[Fraction(0)] * N for _ in range(n)]
+    mask = head.get("row_mask")
+    listed = [{int(number(v)) for v in row} for row in head["row_keys"]] if "row_keys" in head else None
+    b = beta_of(head["beta"])
+    rows = []
+    for i in range(n):
+        seen = [j for j in range(N) if w[j] > 0]
+        if mask is not None:
+            hi = i + int(number(mask["offset"]))
+            lo = hi - int(number(mask["window"])) if "window" in mask else -1
+            seen = [j for j in seen if lo < j <= hi]
+        if listed is not None:
+            seen = [j for j in seen if j in listed[i]]
+        assert seen, f"row {i} sees no key"
+        logit = {j: b * mpf(sum((q * k for q, k in zip(Q[i], K[j])), Fraction(0))) + mpmath.log(mpf(w[j]))
+                 + mpf(bias[i][j]) for j in seen}
+        top = max(logit.values())
+        e = {j: mpmath.exp(x - top) for j, x in logit.items()}
+        Z = mpmath.fsum(e.values())
+        rows.append([e[j] / Z if j in e else mpmath.mpf(0) for j in range(N)])
+    return rows
+
+
+def distances(doc):
+    """[||A_i - A'_i||_1 for every row i] of an attention-distance document (a dict)."""
+    with mpmath.workdps(DIGITS):
+        A, B = attention(doc["instance"]), attention(doc["instance"]["replacement"])
+        return [mpmath.fsum(abs(a - b) for a, b in zip(ra, rb)) for ra, rb in zip(A, B)]
+
+
+def truth(doc):
+    """The true max_i ||A_i - A'_i||_1 of a document (a dict or a path), as an mpf."""
+    if not isinstance(doc, dict):
+        with open(doc) as f:
+            doc = json.load(f)
+    return max(distances(doc))
+
+
+def fraction(x):
+    """The exact rational value of an mpf."""
+    m, e = mpmath.mpf(x).man_exp
+    return Fraction(int(m)) * Fraction(2) ** int(e)
+
+
+def claim_is_false(doc, margin=Fraction(1, 10 ** 30)):
+    """True when the document's claimed eps is below the true distance by more than margin
+    (far beyond the oracle's own rounding at DIGITS digits)."""
+    return fraction(truth(doc)) > number(doc["claim"]["eps"]) + margin
