@@ -9,6 +9,7 @@ through numpy, as an oracle handed to certkit.kernel.check; every certkit caller
 through check() below.
 """
 import os
+import signal
 
 import numpy as np
 
@@ -35,5 +36,18 @@ LAPACK = Lapack()
 
 def check(path: str | os.PathLike[str], route: str = kernel.DEFAULT_ROUTE,
           time_limit: float | None = None) -> kernel.Verdict:
-    """The kernel's Verdict on the certificate at path, with LAPACK's choices (certkit.kernel.check)."""
-    return kernel.check(path, route, time_limit, LAPACK)
+    """The kernel's Verdict on the certificate at path, with LAPACK's choices (certkit.kernel.check).
+    time_limit: seconds after which a timer (SIGALRM: call from the main thread) interrupts the check
+    with kernel.TimeLimit, which the kernel answers UNSUPPORTED "resource limit"."""
+    if not time_limit:
+        return kernel.check(path, route, LAPACK)
+
+    def alarm(signum, frame):
+        raise kernel.TimeLimit(f"not decided within the time limit of {time_limit} s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, time_limit)
+        return kernel.check(path, route, LAPACK)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -27,6 +27,7 @@ from .errors import UserError
 from .head import Head, RowMask
 
 QUANT_LEVELS = {"int8": 127, "int4": 7}      # symmetric round-to-nearest: integers in [-L, L]
+DROP = -4096.0       # the logit bias that removes a key from one query's softmax (see drop_keys)
 FP8_MAX = 448.0                              # the largest finite float8 e4m3 ("fn") number
 
 
@@ -103,7 +104,7 @@ def evict(head: Head, sinks: int = 4, window: int = 64, heavy: int = 0) -> Head:
     (window >= 1: its own key is always there) and the `heavy` keys with the largest total
     attention mass sum_i A_ij; every other key is evicted (A'_ij = 0, softmax over the kept keys).
     On a causal head (or one without a mask) and without heavy hitters this is a row mask (a few
-    numbers in the certificate), else a list of keys per row."""
+    numbers in the certificate), else a logit bias (drop_keys)."""
     if sinks < 0 or window < 1 or heavy < 0:
         raise MethodError(f"evict:sinks={sinks},window={window},heavy={heavy}: need sinks, heavy >= 0 and "
                           "window >= 1 (the query's own key)")
@@ -117,7 +118,7 @@ def evict(head: Head, sinks: int = 4, window: int = 64, heavy: int = 0) -> Head:
     mass = head.attention().sum(axis=0)
     cols.append(np.broadcast_to(np.sort(np.argsort(-mass, kind="stable")[:heavy]), (head.n, min(heavy, head.N))))
     keys = np.minimum(np.concatenate(cols, axis=1), pos[:, None])        # nothing after the query's position
-    return _replacement(head, spec, row_keys=np.sort(keys, axis=1))
+    return drop_keys(head, spec, keys)
 
 
 def keep(head: Head, keys: Any) -> Head:
@@ -139,12 +140,12 @@ def window(head: Head, w: int) -> Head:
     if head.mask is not None:
         return _replacement(head, f"window:w={w}", mask=RowMask(head.mask.offset, w))
     lo = np.clip(np.arange(head.n) - w // 2, 0, max(head.N - w, 0))
-    return _replacement(head, f"window:w={w}", row_keys=np.minimum(lo[:, None] + np.arange(w), head.N - 1))
+    return drop_keys(head, f"window:w={w}", np.minimum(lo[:, None] + np.arange(w), head.N - 1))
 
 
 def topk(head: Head, k: int) -> Head:
     """Top-k attention: query i attends only to its k largest logits (ties by index; among the
-    keys it sees), softmax over those."""
+    keys it sees), softmax over those (stated as a logit bias: drop_keys)."""
     if k < 1:
         raise MethodError(f"topk:k={k}: k must be >= 1")
     k = min(k, head.N)
@@ -152,7 +153,18 @@ def topk(head: Head, k: int) -> Head:
     for s in range(0, head.n, 1024):
         L = head.logits(rows=slice(s, s + 1024))
         rows.append(np.sort(np.argsort(-L, axis=1, kind="stable")[:, :k], axis=1))
-    return _replacement(head, f"topk:k={k}", row_keys=np.concatenate(rows))
+    return drop_keys(head, f"topk:k={k}", np.concatenate(rows))
+
+
+def drop_keys(head: Head, spec: str, keys: np.ndarray) -> Head:
+    """Query i keeps only the keys listed in row i of keys (n x k indices): every other key gets the
+    logit bias DROP = -4096 on top of the head's own.  Its attention then differs from dropping those
+    keys exactly by at most 2 N e^(Delta_i - 4096) in row i (Delta_i the spread of row i's logits),
+    below 10^-1700 for any head whose logits span less than 100 (a certificate states exactly this
+    bias, so the proof is about this attention)."""
+    kept = np.zeros((head.n, head.N), dtype=bool)
+    np.put_along_axis(kept, keys, True, axis=1)
+    return _replacement(head, spec, bias=(0.0 if head.bias is None else head.bias) + np.where(kept, 0.0, DROP))
 
 
 def _replacement(head: Head, spec: str, **changes: Any) -> Head:

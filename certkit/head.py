@@ -78,16 +78,6 @@ class RowMask:
         return text + (f" + {self.sinks} sinks" if self.sinks else "")
 
 
-def listed_keys(x: Any, n: int, N: int) -> np.ndarray:
-    """x as the n x k int64 array of "row_keys" (format 1.2): every entry a key index in [0, N)."""
-    a = np.asarray(x)
-    if a.ndim != 2 or a.shape[0] != n or a.dtype.kind not in "iu":
-        raise HeadError(f"row_keys: need an integer array of shape ({n}, k), got {a.dtype} {a.shape}")
-    if a.size and (a.min() < 0 or a.max() >= N):
-        raise HeadError(f"row_keys: entries must be key indices in [0, {N}), got {int(a.min())}..{int(a.max())}")
-    return np.array(a, dtype=np.int64)
-
-
 def as_float64(x: Any, what: str) -> np.ndarray:
     """x (numpy array, torch tensor on any device and of any float dtype, nested lists) as a
     float64 numpy array, converted once; HeadError naming `what` for non-numeric input."""
@@ -144,7 +134,6 @@ class Head:
     name: str = "head"
     provenance: dict[str, Any] = field(default_factory=dict)
     mask: RowMask | None = None            # causal / sliding-window row mask (None: every key visible)
-    row_keys: np.ndarray | None = None     # n x k key indices: row i sees only the keys listed in its row
 
     def __post_init__(self) -> None:
         Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
@@ -172,22 +161,13 @@ class Head:
             empty = np.flatnonzero(seen[hi] - seen[lo] + seen[np.minimum(self.mask.sinks, lo)] == 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
-        keys = None if self.row_keys is None else listed_keys(self.row_keys, Q.shape[0], K.shape[0])
-        if keys is not None:
-            vis = np.ones(keys.shape, dtype=bool) if w is None else w[keys] > 0
-            if self.mask is not None:
-                lo, hi = self.mask.bounds(np.arange(Q.shape[0]))
-                vis &= (keys < hi[:, None]) & ((keys >= lo[:, None]) | (keys < self.mask.sinks))
-            if not vis.any(axis=1).all():
-                raise HeadError(f"row_keys: query {int(np.argmin(vis.any(axis=1)))} lists no visible kept key "
-                                "(every row needs one)")
-        for a in (Q, K, w, bias, keys):
+        for a in (Q, K, w, bias):
             if a is not None:
                 a.setflags(write=False)
         b = parse_beta(self.beta)
         if beta_too_large(b):
             raise HeadError(f"beta: {brief(b)} is above 10^12, the largest temperature a certificate states")
-        for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias), ("row_keys", keys),
+        for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias),
                         ("beta", b), ("name", str(self.name)),
                         ("provenance", dict(self.provenance or {}))):
             object.__setattr__(self, name, v)
@@ -195,14 +175,12 @@ class Head:
     # ------------------------------------------------------------ constructors
     @classmethod
     def from_arrays(cls, queries: Any, keys: Any, beta: Any, *, weights: Any = None, bias: Any = None, name: str = "head",
-                    provenance: dict[str, Any] | None = None, mask: RowMask | None = None,
-                    row_keys: Any = None) -> "Head":
+                    provenance: dict[str, Any] | None = None, mask: RowMask | None = None) -> "Head":
         """A head from arrays: numpy, torch (CPU or GPU, any float dtype) or nested lists, each
         converted once to float64.  beta is exact: 2, "1/8", Fraction(1, 8), "1/sqrt(64)",
         OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10).  mask: a
-        RowMask (causal or sliding window) for decoder heads; row_keys: an n x k integer array, row i
-        attending only to the keys listed in row i (an evicted KV cache, top-k attention)."""
-        return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask, row_keys)
+        RowMask (causal or sliding window, optionally with attention sinks) for decoder heads."""
+        return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], beta: Any = None, name: str | None = None) -> "Head":
@@ -259,10 +237,6 @@ class Head:
             L = L + self.bias[rows]
         if self.mask is not None:
             L[~self.mask.visible(np.arange(self.n)[rows], self.N)] = -np.inf
-        if self.row_keys is not None:
-            listed = np.zeros(L.shape, dtype=bool)
-            np.put_along_axis(listed, self.row_keys[rows], True, axis=1)
-            L[~listed] = -np.inf
         return L
 
     def attention(self, beta: Any = None) -> np.ndarray:
@@ -295,7 +269,7 @@ class Head:
         from .kernel.numerics import make_instance
         try:
             return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
-                                 None if self.mask is None else self.mask.json(), self.row_keys)
+                                 None if self.mask is None else self.mask.json())
         except (Malformed, Unsupported) as e:
             what = re.sub(r"\$\.instance\.?", "", str(e)).lstrip(": ")
             what = re.sub(r"\d{25,}", lambda m: brief(int(m.group())), what)
@@ -321,8 +295,7 @@ class Head:
     def __repr__(self) -> str:
         return (f"Head({self.name!r}, n={self.n}, N={self.N}, d={self.d}, beta={self.beta}"
                 + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "")
-                + (f", mask={self.mask}" if self.mask is not None else "")
-                + (f", row_keys={self.row_keys.shape[1]} per row" if self.row_keys is not None else "") + ")")
+                + (f", mask={self.mask}" if self.mask is not None else "") + ")")
 
 
 def _load_arrays(path):

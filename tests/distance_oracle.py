@@ -6,8 +6,8 @@ max_i ||A_i - A'_i||_1.
 Nothing of certkit is used: numerals are read here (hex floats by float.fromhex, exact; integers,
 p/q and decimals by Fraction), inner products are exact rationals, and only exp, log and sqrt are
 rounded (at DIGITS digits, so the result is good to far more digits than any claim states).  Row i
-sees the keys j with positive column weight, inside its row mask (i + o - w < j <= i + o) and, with
-row_keys, listed in its row; A_ij = 0 for every other key."""
+sees the keys j with positive column weight inside its row mask: j <= i + o and (i + o - w < j or
+j < sinks); A_ij = 0 for every other key."""
 import json
 from fractions import Fraction
 
@@ -48,7 +48,6 @@ def attention(head):
     w = [number(v) for v in head["column_weights"]] if "column_weights" in head else [Fraction(1)] * N
     bias = matrix(head["logit_bias"]) if "logit_bias" in head else [[Fraction(0)] * N for _ in range(n)]
     mask = head.get("row_mask")
-    listed = [{int(number(v)) for v in row} for row in head["row_keys"]] if "row_keys" in head else None
     b = beta_of(head["beta"])
     rows = []
     for i in range(n):
@@ -56,9 +55,8 @@ def attention(head):
         if mask is not None:
             hi = i + int(number(mask["offset"]))
             lo = hi - int(number(mask["window"])) if "window" in mask else -1
-            seen = [j for j in seen if lo < j <= hi]
-        if listed is not None:
-            seen = [j for j in seen if j in listed[i]]
+            sinks = int(number(mask.get("sinks", "0")))
+            seen = [j for j in seen if j <= hi and (j > lo or j < sinks)]
         assert seen, f"row {i} sees no key"
         logit = {j: b * mpf(sum((q * k for q, k in zip(Q[i], K[j])), Fraction(0))) + mpmath.log(mpf(w[j]))
                  + mpf(bias[i][j]) for j in seen}

@@ -121,8 +121,8 @@ def test_a_kept_certificate_is_checked_once(monkeypatch):
     import certkit.kernel
     calls = []
 
-    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, time_limit=None, choices=None):
-        v = check(path, route, time_limit, choices)
+    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, choices=None):
+        v = check(path, route, choices)
         calls.append(v.status)
         return v
     check = certkit.kernel.check

@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import distance_oracle as oracle
 from certkit import compress
 from certkit.head import Head, HeadError, RowMask
-from certkit.kernel import check
+from certkit.choices import check
 from certkit.numbers import numeral
 from certkit.search import writer
 
@@ -82,7 +82,7 @@ def test_schema_1_2_accepts_1_2_1_1_and_1_0_documents_and_1_1_refuses_a_distance
     s12, s11 = schema("1.2"), schema("1.1")
     jsonschema.Draft202012Validator.check_schema(s12)
     docs = [load(os.path.join(DISTANCE, n)) for n in golden("VERIFIED") + golden("VERIFIED", "upper-factorization")]
-    assert {d["version"] for d in docs} == {"1.2"} and any("row_keys" in d["instance"] for d in docs)
+    assert {d["version"] for d in docs} == {"1.2"} and any("sinks" in d["instance"].get("row_mask", {}) for d in docs)
     masked = load(os.path.join(HERE, "golden", "masks", "gauss-n32-causal-factor.json"))
     unmasked = load(os.path.join(ROOT, "data", "certificates", "gauss-n32-factor.json"))
     assert masked["version"] == "1.1" and unmasked["version"] == "1.0"
@@ -94,7 +94,7 @@ def test_schema_1_2_accepts_1_2_1_1_and_1_0_documents_and_1_1_refuses_a_distance
 
 
 @pytest.mark.parametrize("name", ["claim-with-bound.json", "claim-quantity-r-eps.json", "replacement-missing.json",
-                                  "replacement-in-version-1.1.json", "row-keys-in-version-1.1.json",
+                                  "replacement-in-version-1.1.json", "sinks-in-version-1.1.json",
                                   "replacement-on-factorization.json", "witness-not-empty.json"])
 def test_schema_1_2_refuses_the_structural_malformations(name):
     jsonschema = pytest.importorskip("jsonschema")
@@ -134,9 +134,9 @@ def test_verify_json_of_a_distance_claim_with_eps_1_validates(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- the writer's version discipline
-def test_writer_writes_1_2_only_for_row_keys_or_a_replacement(tmp_path):
+def test_writer_writes_1_2_only_for_sinks_or_a_replacement(tmp_path):
     h = Head.from_arrays(np.eye(3), np.eye(3), beta=1)
-    heads = [(h, "1.0"), (h.replace(mask=RowMask(0)), "1.1"), (h.replace(row_keys=[[0, 1], [1, 2], [2, 0]]), "1.2")]
+    heads = [(h, "1.0"), (h.replace(mask=RowMask(0)), "1.1"), (h.replace(mask=RowMask(0, 1, 1)), "1.2")]
     assert [writer.version_of(x) for x, _ in heads] == [v for _, v in heads]
     assert writer.version_of(h, h) == "1.2"               # a replacement, even of an unmasked head
     for head, version in heads:

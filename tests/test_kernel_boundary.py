@@ -84,7 +84,7 @@ PACKAGE = "certkit"
 KERNEL_PKG = "certkit.kernel"
 FACES = {KERNEL_PKG, KERNEL_PKG + ".numerics"}          # the only kernel modules code outside it imports
 SUBMODULES = {f.stem for f in KERNEL.glob("*.py") if f.stem != "__init__"}
-DOOR = {"check", "Verdict", "KINDS", "EXIT", "DEFAULT_ROUTE", "ROUTES", "CHECKER", "Malformed", "Unsupported",
+DOOR = {"check", "Verdict", "KINDS", "EXIT", "DEFAULT_ROUTE", "ROUTES", "CHECKER", "TimeLimit", "Malformed", "Unsupported",
         "Rejected"}
 
 

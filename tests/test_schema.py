@@ -1,4 +1,4 @@
-"""The JSON Schemas of certificate formats 1.0 and 1.2 (1.0 plus row masks, row keys and the kind
+"""The JSON Schemas of certificate formats 1.0 and 1.2 (1.0 plus row masks, attention sinks and the kind
 attention-distance) agree with the strict reader (certkit/kernel/load.py)."""
 import glob
 import json
@@ -182,7 +182,7 @@ def _per_kind(schema):
     out = {}
     for branch in schema["allOf"]:
         if "kind" not in branch["if"]["properties"]:
-            continue                                    # 1.2: the version gates of row masks, row keys, replacements
+            continue                                    # 1.2: the version gates of row masks, sinks, replacements
         kind = branch["if"]["properties"]["kind"]["const"]
         out[kind] = branch["then"]
     return out

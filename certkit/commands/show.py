@@ -36,7 +36,7 @@ def run(args):
         if isinstance(x, list):
             return f"{len(x)}×{len(x[0]) if x and isinstance(x[0], list) else 1} (inline)"
         return "?"
-    print(f"claim       {c.text()}")
+    print(f"claim       {c.text}")
     print(f"kind        {kind.name}")
     print(f"assumptions {', '.join(doc['assumptions'])}")
     if kind.shape == "parametric" and isinstance(inst, dict):     # no arrays
@@ -48,7 +48,7 @@ def run(args):
             print(f"{who}beta".ljust(11) + f" {json.dumps(x.get('beta'))}")
             print(f"{who}queries".ljust(11) + f" {shape(x.get('queries'))}")
             print(f"{who}keys".ljust(11) + f" {shape(x.get('keys'))}")
-            for k in ("column_weights", "logit_bias", "row_keys"):
+            for k in ("column_weights", "logit_bias"):
                 if k in x:
                     print(f"{who}{k}".ljust(11) + f" {shape(x[k])}")
             if "row_mask" in x:

@@ -1,7 +1,6 @@
 """The one door into the kernel: check(path) -> Verdict.  Reads a format-1.x certificate, recomputes
 every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED."""
 import os
-import signal
 
 import numpy as np
 
@@ -23,39 +22,17 @@ def kind_and_claim(doc: dict) -> tuple[Kind, Claim]:
 
 
 class TimeLimit(BaseException):
-    """Raised by the alarm of check(time_limit=...); a BaseException, so no rule's handler catches it."""
+    """A caller's interruption of check() (e.g. from a timer): UNSUPPORTED "resource limit: <message>"."""
 
 
-def _alarm(signum, frame):
-    raise TimeLimit
-
-
-def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, time_limit: float | None = None,
-          choices: object = None) -> Verdict:
-    """Verdict for the certificate file at path.  route "auto": the fast route, and where it rejects an
-    instance of at most AUTO_ARB entries n N, the Arb route (each route is sound on its own).
-    Resource exhaustion (memory; time_limit seconds, by SIGALRM: main thread only) is UNSUPPORTED.
-    choices: the untrusted oracle of the float choices the kernel bounds but never makes (any answer is
-    sound): inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt), a thin SVD with s non-increasing, e.g.
-    certkit.choices.LAPACK.  None: UNSUPPORTED where a rule needs a choice."""
+def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None) -> Verdict:
+    """Verdict for the certificate file at path.  route "auto": fast, and where it rejects an instance of at
+    most AUTO_ARB entries n N, Arb (each route is sound on its own).  Out of memory or a caller's
+    TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the float choices the kernel bounds but never
+    makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt) with s non-increasing,
+    e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
-    if not time_limit:
-        return _check(path, route, choices)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    try:
-        try:
-            signal.setitimer(signal.ITIMER_REAL, time_limit)
-            return _check(path, route, choices)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    except TimeLimit:
-        return Verdict("UNSUPPORTED", f"resource limit: not decided within the time limit of {time_limit} s")
-    finally:
-        signal.signal(signal.SIGALRM, old)
-
-
-def _check(path, route, choices):
     sha = None
     try:
         check_environment()
@@ -78,11 +55,12 @@ def _check(path, route, choices):
         details.update(kind=kind.name, sha256=sha, route=route)
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "
                 f"enclosure={kind.enclosure or ROUTE_ENCLOSURES[route]}, beta={beta_text}, checker={CHECKER}]")
-        return Verdict("VERIFIED", f"{c.text()}  {tail}", details)
+        return Verdict("VERIFIED", f"{c.text}  {tail}", details)
     except (Malformed, Unsupported, Rejected) as e:         # "path: what", "step: detail" or the reason
         return Verdict(e.status, str(e), {"sha256": sha})
-    except MemoryError:
-        return Verdict("UNSUPPORTED", "resource limit: out of memory", {"sha256": sha})
+    except (MemoryError, TimeLimit) as e:
+        return Verdict("UNSUPPORTED", f"resource limit: {'out of memory' if isinstance(e, MemoryError) else e}",
+                       {"sha256": sha})
     except FPEnvironmentError as e:
         return Verdict("INTERNAL-ERROR", f"floating-point environment: {e}", {"sha256": sha})
     except Exception as e:   # a kernel bug: never REJECTED

@@ -5,7 +5,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .fp import ETA, gamma, inflate, sum_up, arb_up
+from .fp import U, ETA, gamma, inflate, sum_up, arb_up
 from .load import array, Instance
 from .rows import enclose
 from .verdict import Malformed, Rejected, Unsupported
@@ -76,6 +76,15 @@ def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: D
 def arb_row_l1(D, add):
     """Floats >= sum_j |D_ij| + add_i, D an arb_mat: the rows' l1 norms in Arb, no float rounding."""
     return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
+
+
+def row_distance(m, m2, add, route, step):
+    """Floats >= ||m_i - m2_i||_1 + add_i per row: in Arb on route arb; else from fl(m - m2) =
+    (m - m2)(1 + d), |d| <= u (a difference of floats never underflows inexactly), summed upward."""
+    if route == "arb":
+        with flint.ctx.workprec(192):
+            return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(m2.tolist()), add)
+    return finite(inflate(sum_up(np.abs(m - m2), axis=1) * (1 + 2 * U) + add, 4), step)
 
 
 def row_error_within(worst_row, eps, step, B):

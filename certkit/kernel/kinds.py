@@ -3,11 +3,11 @@ certificate's "assumptions", exactly), its rule, instance shape and enclosure te
 writers, CLI, audit and corpus read it; adding a kind: CONTRIBUTING.md."""
 from collections import namedtuple
 
-from . import rule_chain, rule_covering, rule_decoding, rule_distance, rule_factorization, rule_frobenius, rule_lattice
+from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule_frobenius, rule_lattice
 
 # rule(inst, claim, witness, base_dir, route) -> details (shape "matrix") or rule(instance, claim,
-# witness) -> (details, beta text) ("parametric"); shape "pair": a matrix instance with a replacement,
-# the claim a max row-l1 distance; enclosure None: the route's (ROUTE_ENCLOSURES)
+# witness) -> (details, beta text) ("parametric"); "pair": "matrix" with a replacement, the claim a
+# distance; enclosure None: the route's (ROUTE_ENCLOSURES)
 Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
 ROUTE_ENCLOSURES = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
@@ -21,7 +21,7 @@ KINDS = {k.name: k for k in (
     Kind("lower-frobenius-tail", ">=", ("frobenius-tail", "verified-svd"), rule_frobenius.check, "matrix", None),
     Kind("upper-chain", "<=", ("chain-rule", "cited-covering-densities"), rule_chain.check, "matrix",
          "chain-rule(fp-rounding upper bounds, arb chain)"),
-    Kind("attention-distance", "<=", ("attention-distance",), rule_distance.check, "pair", None),
+    Kind("attention-distance", "<=", ("attention-distance",), rule_covering.check_distance, "pair", None),
     Kind("lower-lattice", ">=", ("lattice-construction",), rule_lattice.check, "parametric",
          "lattice-construction(arb theta bounds, exact counts)"),
 )}

@@ -1,4 +1,4 @@
-"""Strict reading of certificate formats 1.0, 1.1 (row masks) and 1.2 (row keys, replacement): JSON, version gate, numerals, arrays,
+"""Strict reading of certificate formats 1.0, 1.1 (row masks) and 1.2 (sinks, replacement): JSON, version gate, numerals, arrays,
 sidecars.  Anything not exactly as the format says is Malformed(JSON path, what); a version or kind
 this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
 sidecars are Unsupported."""
@@ -113,12 +113,7 @@ class Claim:
     relation: str
     bound: int              # 0 for a distance claim
     eps: Fraction
-    quantity: str = "r_eps"
-
-    def text(self):
-        if self.quantity != "r_eps":
-            return f"max_i ||A_i - A'_i||_1 <= {self.eps}"
-        return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
+    text: str               # the canonical claim
 
 
 def claim(doc, kind):
@@ -136,7 +131,8 @@ def claim(doc, kind):
     a = doc["assumptions"]
     if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(kind.lemmas):
         raise Malformed("$.assumptions", f"kind {kind.name} relies on exactly {list(kind.lemmas)}, got {a!r:.120}")
-    return Claim(kind.relation, bound, eps, q)
+    return Claim(kind.relation, bound, eps, f"r_eps(A) {kind.relation} {bound} at eps = {eps}" if q == "r_eps"
+                 else f"max_i ||A_i - A'_i||_1 <= {eps}")
 
 
 # ---------------------------------------------------------------- numerals
@@ -144,7 +140,6 @@ MAX_LEN = 2000
 MAX_DEC_EXP = 2000
 MAX_BIN_EXP = 5000
 
-_INT = re.compile(r"[+-]?[0-9]+\Z")
 _RAT = re.compile(r"([+-]?[0-9]+)/([0-9]+)\Z")
 _DEC = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\Z")
 _HEX = re.compile(r"([+-]?)0[xX]([0-9a-fA-F]*)(?:\.([0-9a-fA-F]*))?[pP]([+-]?[0-9]+)\Z")
@@ -158,8 +153,6 @@ def parse_numeral(s: object, path: str) -> Fraction:
         raise Malformed(path, f"expected an exact numeral string, got {kind} {s!r}")
     if len(s) > MAX_LEN:
         raise Malformed(path, f"numeral longer than {MAX_LEN} characters")
-    if _INT.match(s):
-        return Fraction(int(s))
     m = _RAT.match(s)
     if m:
         if int(m.group(2)) == 0:
@@ -344,16 +337,14 @@ def beta(x, path):
 @dataclass
 class Instance:
     """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped);
-    mask (o, w, s): row i sees only j <= i + o with i + o - w < j or j < s (w None: every j <= i + o); row_keys (n x k):
-    row i sees only the keys listed in its row; elsewhere A_ij = 0.  replacement: the second
-    attention A' of a "pair" kind."""
+    mask (o, w, s): row i sees only j <= i + o with i + o - w < j or j < s (w None: every j <= i + o),
+    elsewhere A_ij = 0.  replacement: the second attention A' of a "pair" kind."""
     beta: Beta
     Q: np.ndarray
     K: np.ndarray
     weights: np.ndarray | None
     bias: np.ndarray | None
     mask: tuple | None = None
-    row_keys: np.ndarray | None = None
     replacement: "Instance | None" = None
 
     def __post_init__(self):
@@ -367,29 +358,25 @@ def instance(doc: dict, base_dir: str, pair: bool = False) -> "Instance":
     minor, path = int(doc["version"].split(".")[1]), "$.instance.replacement"
     if pair and minor < 2:
         raise Malformed("$.version", f"a replacement needs format 1.2, got {doc['version']}")
-    inst = read_head(doc["instance"], "$.instance", base_dir, minor, ["replacement"] if pair else [])
-    if pair:
-        inst.replacement = r = read_head(doc["instance"]["replacement"], path, base_dir, minor)
-        if (r.n, r.N) != (inst.n, inst.N):
-            raise Malformed(path, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
+    inst = read_head(doc["instance"], "$.instance", base_dir, minor, ["replacement"] * pair)
+    r = inst.replacement = read_head(doc["instance"]["replacement"], path, base_dir, minor) if pair else None
+    if r is not None and (r.n, r.N) != (inst.n, inst.N):
+        raise Malformed(path, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
     return inst
 
 
 def read_head(x, path, base_dir, minor, required=()):
-    """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1), row keys (1.2)."""
-    opt = ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1) + ["row_keys"] * (minor >= 2)
-    x = obj(x, path, ["beta", "queries", "keys", *required], opt)
-    get = lambda k, shape, kind="float": array(x[k], f"{path}.{k}", base_dir, shape, kind) if k in x else None
+    """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1)."""
+    x = obj(x, path, ["beta", "queries", "keys", *required], ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1))
+    get = lambda k, shape: array(x[k], f"{path}.{k}", base_dir, shape) if k in x else None
     Q = array(x["queries"], f"{path}.queries", base_dir, (None, None))
     K = array(x["keys"], f"{path}.keys", base_dir, (None, Q.shape[1]))
-    n, N = Q.shape[0], K.shape[0]
-    return make_instance(x["beta"], Q, K, get("column_weights", (N,)), get("logit_bias", (n, N)), x.get("row_mask"),
-                         get("row_keys", (n, None), "int"), path, minor)
+    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])),
+                         x.get("row_mask"), path, minor)
 
 
 def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
-                  bias: np.ndarray | None = None, mask_doc: dict | None = None, row_keys: np.ndarray | None = None,
-                  path: str = "$.instance", minor: int = 2) -> "Instance":
+                  bias: np.ndarray | None = None, mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2):
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     certificate forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, f"{path}.beta")
@@ -410,10 +397,7 @@ def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.nd
             w = None
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
-    mask = None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor)
-    if row_keys is not None:
-        see_keys(row_keys, N, w, mask, f"{path}.row_keys")
-    return Instance(b, Q, K, w, bias, mask, row_keys)
+    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor))
 
 
 def row_mask(x, n, N, w, path, minor):
@@ -430,17 +414,3 @@ def row_mask(x, n, N, w, path, minor):
     if np.any(empty):
         raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win}, sinks {sinks})")
     return o, win, sinks
-
-
-def see_keys(keys, N, w, mask, path):
-    """Malformed unless every entry of the n x k "row_keys" is a key index and every row lists a
-    kept key that its row mask shows."""
-    if keys.size and (keys.min() < 0 or keys.max() >= N):
-        i, j = np.argwhere((keys < 0) | (keys >= N))[0]
-        raise Malformed(f"{path}[{i}][{j}]", f"key {int(keys[i, j])} out of range [0, {N})")
-    ok = np.ones(keys.shape, dtype=bool) if w is None else w[keys] > 0
-    if mask is not None:
-        (o, win, sinks), hi = mask, np.arange(keys.shape[0])[:, None] + mask[0]
-        ok &= (keys <= hi) & ((keys > hi - (np.inf if win is None else win)) | (keys < sinks))
-    if not np.all(np.any(ok, axis=1)):
-        raise Malformed(path, f"query {int(np.argmin(np.any(ok, axis=1)))} sees no key")

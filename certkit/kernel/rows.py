@@ -75,18 +75,12 @@ class _Prepared:
         return inflate(D, 16)
 
     def visible(self, idx):
-        """Kept column j visible to row i: j <= i + o and (i + o - w < j or j < s) (proofs/row-masks.md)
-        and, with row keys, j listed in row i; len(idx) x Nk."""
-        vis, inst = np.ones((len(idx), self.Nk), dtype=bool), self.inst
-        if inst.mask is not None:
-            o, w, s = inst.mask
-            hi = np.asarray(idx)[:, None] + o
-            vis &= (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
-        if inst.row_keys is not None:
-            listed = np.zeros((len(idx), inst.N), dtype=bool)
-            np.put_along_axis(listed, inst.row_keys[idx], True, axis=1)
-            vis &= listed[:, self.cols]
-        return vis
+        """Kept column j visible to row i: j <= i + o and (i + o - w < j or j < s) (proofs/row-masks.md); len(idx) x Nk."""
+        if self.inst.mask is None:
+            return np.ones((len(idx), self.Nk), dtype=bool)
+        o, w, s = self.inst.mask
+        hi = np.asarray(idx)[:, None] + o
+        return (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
 
     def block(self, idx):
         """(m, rho) for the rows idx, m over kept columns; worked in chunks of rows that fit in cache."""
@@ -101,7 +95,7 @@ class _Prepared:
             if bias is not None:
                 x += bias
                 biasmax[c:c + step] = np.max(np.abs(bias), axis=1)
-            vis = None if inst.mask is None and inst.row_keys is None else self.visible(ix)
+            vis = None if inst.mask is None else self.visible(ix)
             if vis is not None:
                 x[~vis] = -np.inf                                # max over the visible keys only
             x -= np.max(x, axis=1, keepdims=True)

@@ -166,7 +166,7 @@ def chain(g: dict, eps: Fraction, n: int) -> tuple:
 
 def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str) -> dict:
     """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
-    if inst.mask is not None or inst.row_keys is not None:
+    if inst.mask is not None:
         raise Unsupported("upper-chain on a row-masked instance: the chain theorems assume one key set "
                           "shared by all rows (docs/mathematics.md §8.5)")
     g = geometry(inst, *read_witness(witness, inst.Q.shape[1], base_dir))

@@ -1,18 +1,16 @@
-"""Rule upper-covering — proofs/cover-rank.md (docs/mathematics.md §9.2).
+"""Rules bounding row distances between two enclosed attentions, ||A_i - B_i||_1 <= ||m_i - m'_i||_1
++ rho_i + rho'_i (the float sum by common.row_distance; route arb: in Arb):
 
-Statement: with representatives R (row indices) and an assignment sigma(i) in R, if
-||A_i - A_sigma(i)||_1 <= eps for all i then r_eps(A) <= |R| (B_i := A_sigma(i)).
-
-Enclosure: ||A_i - A_s||_1 <= ||m_i - m_s||_1 + rho_i + rho_s; the float sum bounded by sum_up (route
-arb: the sum in Arb).
-Witness: representatives, assignment.
-"""
-import flint
+* upper-covering (proofs/cover-rank.md, docs/mathematics.md §9.2): representatives R and an assignment
+  sigma(i) in R with ||A_i - A_sigma(i)||_1 <= eps for all i give r_eps(A) <= |R| (B_i := A_sigma(i)).
+* attention-distance (proofs/attention-distance.md, §10): max_i ||A_i - A'_i||_1 <= eps itself, A' the
+  replacement's attention (the same n x N); witness {}."""
 import numpy as np
 
-from .common import arb_row_l1, enclose_all, indices, finite, max_row_bound, row_error_within
-from .fp import U as u, inflate, sum_up
-from .load import obj
+from .common import enclose_all, indices, max_row_bound, row_distance, row_error_within
+from .fp import inflate
+from .load import obj, Instance
+from .rows import enclose
 from .verdict import Malformed, Rejected
 
 
@@ -33,10 +31,23 @@ def check(inst, claim, witness, base_dir, route, choices):
 
     def row_bound(idx, m, rho):
         t = np.searchsorted(ridx, sig[idx])
-        if route == "arb":
-            with flint.ctx.workprec(192):
-                return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(rm[t].tolist()), inflate(rho + rrho[t], 1))
-        return finite(inflate(sum_up(np.abs(m - rm[t]), axis=1) * (1 + u) + rho + rrho[t], 4),
-                      "upper-covering/row-distance")
+        return row_distance(m, rm[t], inflate(rho + rrho[t], 1), route, "upper-covering/row-distance")
     worst = row_error_within(max_row_bound(inst, route, row_bound), claim.eps, "upper-covering/row-distance", "A_sigma(i)")
     return {"certified_max_row_error": worst, "representatives": int(len(R))}
+
+
+def max_row_distance(inst: Instance, other: Instance, route: str = "fast") -> tuple[float, int]:
+    """(e, i): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row attaining it."""
+    blocks = enclose(other, None, route)                 # the same rows in the same blocks as inst's
+
+    def row_bound(idx, m, rho):
+        _, m2, rho2 = next(blocks)
+        return row_distance(m, m2, inflate(rho + rho2, 1), route, "attention-distance/row-distance")
+    return max_row_bound(inst, route, row_bound)
+
+
+def check_distance(inst, claim, witness, base_dir, route, choices):
+    obj(witness, "$.witness", [])
+    worst = row_error_within(max_row_distance(inst, inst.replacement, route), claim.eps,
+                             "attention-distance/row-distance", "A'_i")
+    return {"certified_max_row_distance": worst}

@@ -14,14 +14,14 @@ from ..kernel.numerics import FORMAT
 from ..numbers import numeral
 
 INLINE_LIMIT = 4096
-# The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for row keys,
-# attention sinks or a replacement, so that older readers keep reading everything else.
+# The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
+# sinks or a replacement, so that older readers keep reading everything else.
 VERSION, MASK_VERSION, PAIR_VERSION = "1.0", "1.1", "1.2"
 
 
 def version_of(*heads):
     """The oldest format version that states these heads."""
-    if any(h.row_keys is not None or h.mask is not None and h.mask.sinks for h in heads) or len(heads) > 1:
+    if any(h.mask is not None and h.mask.sinks for h in heads) or len(heads) > 1:
         return PAIR_VERSION
     return MASK_VERSION if any(h.mask is not None for h in heads) else VERSION
 
@@ -89,8 +89,6 @@ def instance_json(w, head, prefix=""):
         inst["logit_bias"] = w.array(prefix + "logit_bias", head.bias)
     if head.mask is not None:
         inst["row_mask"] = head.mask.json()
-    if head.row_keys is not None:
-        inst["row_keys"] = w.array(prefix + "row_keys", head.row_keys, "int")
     return inst
 
 

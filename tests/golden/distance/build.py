@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import distance_oracle as oracle  # noqa: E402
 from certkit import compress, corpus, synthetic  # noqa: E402
 from certkit.head import Head, RowMask  # noqa: E402
-from certkit.kernel import check  # noqa: E402
+from certkit.choices import check  # noqa: E402
 from certkit.numbers import OverSqrt, decimal  # noqa: E402
 from certkit.search.compare import certify_distance  # noqa: E402
 
@@ -117,13 +117,10 @@ def below_truth(doc):
     return decimal(F(math.floor(t * scale)) / scale)
 
 
-def drop_heaviest_listed_key(doc):
-    """In the replacement's row keys, the listed key (other than the sink, key 0) with the largest
-    attention in the replacement, over all rows, is replaced by the sink: that row no longer sees it."""
-    rep = doc["instance"]["replacement"]
-    rows = oracle.attention(rep)
-    i, j = max(((i, j) for i, r in enumerate(rows) for j in range(1, len(r))), key=lambda ij: rows[ij[0]][ij[1]])
-    rep["row_keys"][i] = ["0" if int(k) == j else k for k in rep["row_keys"][i]]
+def evict_the_sink(doc):
+    """The replacement's cache no longer keeps its attention sink (key 0): row_mask without sinks."""
+    mask = doc["instance"]["replacement"]["row_mask"]
+    assert mask.pop("sinks") == "1"
 
 
 def drop_heaviest_kept_key(doc):
@@ -162,28 +159,28 @@ def build_rejected():
         mutate(src, f"{src}-eps-below-truth", lambda d: d["claim"].__setitem__("eps", eps), "REJECTED",
                f"vs claimed eps = {F(eps)}")
     rejected = "attention-distance/row-distance"
-    mutate("local-n32-sink-evict", "local-n32-sink-evict-key-dropped", drop_heaviest_listed_key, "REJECTED", rejected)
+    mutate("local-n32-sink-evict", "local-n32-sink-evict-sink-dropped", evict_the_sink, "REJECTED", rejected)
     mutate("clustered-n40-keep", "clustered-n40-keep-key-dropped", drop_heaviest_kept_key, "REJECTED", rejected)
     mutate("gauss-n40-int8", "gauss-n40-int8-scale-changed", rescale_channel, "REJECTED", rejected)
     mutate("gauss-n40-int8", "gauss-n40-int8-beta-changed",
            lambda d: d["instance"]["replacement"].__setitem__("beta", "33/16"), "REJECTED", rejected)
 
 
-def build_row_keys_elsewhere(made):
-    """row_keys on other kinds: an upper-factorization of the top-k head (1.2), and an upper-chain
-    certificate given row keys (UNSUPPORTED)."""
-    topk = made["clustered-n40-topk"].replacement
-    corpus.produce(path_of("clustered-n40-topk-factor"), "upper-factorization", topk, F(1, 4))
-    assert load("clustered-n40-topk-factor")["version"] == "1.2"
-    expect("clustered-n40-topk-factor", "VERIFIED", "r_eps(A) <= ")
+def build_sinks_elsewhere(made):
+    """Attention sinks on other kinds: an upper-factorization of the evicted cache (1.2), and an
+    upper-chain certificate given a row mask with sinks (UNSUPPORTED)."""
+    evicted = made["local-n32-sink-evict"].replacement
+    corpus.produce(path_of("local-n32-sink-evict-factor"), "upper-factorization", evicted, F(1, 4))
+    assert load("local-n32-sink-evict-factor")["version"] == "1.2"
+    expect("local-n32-sink-evict-factor", "VERIFIED", "r_eps(A) <= ")
     head = synthetic.head("key-only", 32, 8, beta=F(6), seed=0)
     corpus.produce(path_of("keyonly-n32-chain"), "upper-chain", head, F(1, 10))
     expect("keyonly-n32-chain", "VERIFIED", "r_eps(A) <= ")
 
-    def add_row_keys(d):
+    def add_sinks(d):
         d["version"] = "1.2"
-        d["instance"]["row_keys"] = [[str(min(j, 31)) for j in range(i, i + 4)] for i in range(32)]
-    mutate("keyonly-n32-chain", "keyonly-n32-chain-row-keys", add_row_keys, "UNSUPPORTED",
+        d["instance"]["row_mask"] = {"offset": "0", "window": "4", "sinks": "1"}
+    mutate("keyonly-n32-chain", "keyonly-n32-chain-sinks", add_sinks, "UNSUPPORTED",
            "upper-chain on a row-masked instance")
 
 
@@ -206,14 +203,14 @@ def build_malformed():
          "$.claim.eps: eps must lie in (0, 2), got 2"),
         ("witness-not-empty", "gauss-n40-int8", lambda d: d["witness"].__setitem__("U", [["0x1.0p+0"]]),
          "$.witness.U: unknown key"),
-        ("row-keys-out-of-range", "local-n32-sink-evict", lambda d: rep(d)["row_keys"][3].__setitem__(1, "32"),
-         "$.instance.replacement.row_keys[3][1]: key 32 out of range [0, 32)"),
-        ("row-keys-row-without-key", "local-n32-sink-evict",
-         lambda d: rep(d)["row_keys"].__setitem__(2, ["5"] * len(rep(d)["row_keys"][2])),
-         "$.instance.replacement.row_keys: query 2 sees no key"),
-        ("row-keys-in-version-1.1", "clustered-n40-topk-factor", lambda d: d.__setitem__("version", "1.1"),
-         "$.instance.row_keys: unknown key"),
-        ("replacement-on-factorization", "clustered-n40-topk-factor",
+        ("sinks-negative", "local-n32-sink-evict", lambda d: rep(d)["row_mask"].__setitem__("sinks", "-1"),
+         "$.instance.replacement.row_mask.sinks: integer -1 out of range"),
+        ("sinks-row-without-key", "local-n32-sink-evict",
+         lambda d: rep(d)["row_mask"].update(offset="-2", sinks="0"),
+         "$.instance.replacement.row_mask: query 0 sees no key"),
+        ("sinks-in-version-1.1", "local-n32-sink-evict-factor", lambda d: d.__setitem__("version", "1.1"),
+         "$.instance.row_mask.sinks: unknown key"),
+        ("replacement-on-factorization", "local-n32-sink-evict-factor",
          lambda d: d["instance"].__setitem__("replacement", copy.deepcopy(d["instance"])),
          "$.instance.replacement: unknown key"),
     ]:
@@ -226,7 +223,7 @@ def main():
             os.remove(os.path.join(HERE, f))
     made = build_verified()
     build_rejected()
-    build_row_keys_elsewhere(made)
+    build_sinks_elsewhere(made)
     build_malformed()
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump(EXPECTED, f, indent=1, sort_keys=True)
