@@ -375,8 +375,8 @@ def read_head(x, path, base_dir, minor, required=()):
                          x.get("row_mask"), path, minor)
 
 
-def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
-                  bias: np.ndarray | None = None, mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2):
+def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None, bias: np.ndarray | None = None,
+                  mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2) -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     certificate forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, f"{path}.beta")
