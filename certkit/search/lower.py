@@ -611,7 +611,8 @@ def one_message(A, eps):
     cell holding every column (its margin is 1 > eps)."""
     if eps >= 1:
         return []
-    return [("lower-decoding-margin", 1, np.array([int(np.argmax(A.max(axis=1)))]), np.zeros(A.shape[1], dtype=np.int64))]
+    peaked = np.array([int(np.argmax(A.max(axis=1)))])
+    return [("lower-decoding-margin", 1, peaked, np.zeros(A.shape[1], dtype=np.int64))]
 
 
 def peaked_rows(A):

@@ -169,7 +169,8 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
             lo = certify_lower(A, eps, head, paths["lower"], prov, LAYOUT, shared)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
             up = certify_upper(A, eps, head, inst, paths["upper"], prov, floor=lo["bound"] if lo else 1,
-                               attempts=attempts, layout=LAYOUT, progress=progress, cache=shared.setdefault("upper", {}))
+                               attempts=attempts, layout=LAYOUT, progress=progress,
+                               cache=shared.setdefault("upper", {}))
             lower_c = Certificate.read(lo["file"], search=lo, verdict=lo["verdict"]) if lo else None
             upper_c = Certificate.read(up["file"], search=up, verdict=up["verdict"]) if up else None
             stopped = False
@@ -220,7 +221,8 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
     def keep(side, res):
         best[side] = Certificate.read(res["file"], search=res, verdict=res["verdict"])
         lo, up = best["lower"], best["upper"]
-        say(f"{lo.bound if lo else '-'} <= r <= {up.bound if up else min(head.n, head.N)} ({side}: {res.get('method') or res['kind']})")
+        say(f"{lo.bound if lo else '-'} <= r <= {up.bound if up else min(head.n, head.N)} "
+            f"({side}: {res.get('method') or res['kind']})")
 
     def upper_improved(b):            # each new best of the upper search, written when it improves the kept one
         cur = best["upper"]
