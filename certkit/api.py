@@ -51,8 +51,8 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
     names among "svd", "nystrom", "performer", "linformer" (seeded by seed).
 
     budget: seconds for each eps (the peers included), or None (no limit).  The sandwich is then
-    anytime: r >= 1 (the trivial r <= min(n, N) needs no certificate), the truncated SVD's upper
-    bound, a fast lower bound, then the full searches, each VERIFIED improvement replacing an end;
+    anytime: r >= 1 (the trivial r <= min(n, N) needs no certificate), a fast lower bound, the
+    truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an end;
     when the budget is spent the searches stop at their next safe point (usually within 10 % of the
     budget: docs/api.md) and the best sandwich so far comes back with .stopped_on_budget True.  A
     budget the searches do not reach gives the same certificates as no budget.

@@ -103,9 +103,9 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     s = sandwich(head, EPS, budget=10 ** 6, progress=said.append)
     assert said[0].startswith("1 <= r <= 40 (lower: lower-decoding-margin)")
     stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search")]
-    assert stages == ["SVD upper", "fast lower", "lower search"]
-    svd = said.index("SVD upper")
-    assert "(upper: svd)" in said[svd + 1]
+    assert stages == ["fast lower", "SVD upper", "lower search"]
+    fast, svd = said.index("fast lower"), said.index("SVD upper")
+    assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
     assert said[-1].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
 
 
@@ -128,6 +128,12 @@ def test_a_step_that_cannot_be_cut_is_not_started_when_it_would_overrun(monkeypa
                 t[0] = 9.9
             with budget_mod.step("svd"):
                 pass
+        t[0] = 9.0
+        with pytest.raises(budget_mod.BudgetSpent):    # never run: predicted by the 2.4 s of "svd"
+            with budget_mod.step("check", like="svd"):
+                pass
+        with budget_mod.step("judge", like="unknown"):   # nothing to predict it by: run
+            t[0] = 9.5
         t[0] = 10.0
         with pytest.raises(budget_mod.BudgetSpent):
             budget_mod.tick()

@@ -199,8 +199,9 @@ def add_arguments(p):
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
     p.add_argument("--budget", metavar="SECONDS", default=None,
                    help="time for each head at each eps, its peers included (anytime certification): a valid "
-                        "sandwich first (r >= 1, the trivial r <= min(n, N)), then the truncated SVD's upper bound and "
-                        "a fast lower bound, then the full searches, each VERIFIED improvement replacing an end; when "
+                        "sandwich first (r >= 1, the trivial r <= min(n, N)), then a fast lower bound and the "
+                        "truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an "
+                        "end; when "
                         "the time is spent the searches stop at their next safe point (usually within 10 %%) and the "
                         "best sandwich so far is kept, marked stopped_on_budget in the summary (default: no budget)")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")

@@ -10,7 +10,8 @@ the best sandwich whose ends the kernel has already VERIFIED.
 
 Some steps cannot be cut: a kernel check or a judgement of a factorisation (certkit.kernel), a
 LAPACK call.  step(key) wraps one: it measures the step, and refuses to start it (BudgetSpent)
-when its last duration would end it more than SLACK x B after the deadline.
+when its last duration (or, the first time, that of a step `like` it) would end it more than
+SLACK x B after the deadline.
 
 Without an active budget, tick() and step() do nothing, and the searches compute exactly what
 they compute without this module: the budget decides only where they stop.
@@ -52,9 +53,9 @@ class Budget:
             raise BudgetSpent
 
     @contextmanager
-    def step(self, key: str):
+    def step(self, key: str, like: str | None = None):
         t = now()
-        last = self.costs.get(key)
+        last = self.costs.get(key, self.costs.get(like) if like else None)
         if t >= self.deadline or (last is not None and t + last > self.deadline + SLACK * self.seconds):
             raise BudgetSpent
         yield
@@ -77,13 +78,14 @@ def tick() -> None:
 
 
 @contextmanager
-def step(key: str):
-    """A step that cannot be cut, named key (its duration is remembered per key): see Budget.step."""
+def step(key: str, like: str | None = None):
+    """A step that cannot be cut, named key (its duration is remembered per key; like: the key of a
+    step whose duration predicts this one's until it has its own): see Budget.step."""
     b = _active.get()
     if b is None:
         yield
         return
-    with b.step(key):
+    with b.step(key, like):
         yield
 
 

@@ -9,6 +9,17 @@ can stop where it meets it.  Every candidate is written as a certificate and dec
 kernel (certkit.search.writer.write_checked); only VERIFIED ones are kept, each with the one
 Verdict the kernel gave it.  The peers (certkit.search.peers) report the smallest k at which
 each practitioner's approximation has kernel-certified row-l1 error <= eps.
+
+Anytime certification (budget=B seconds, certkit.search.budget): the engine holds a valid
+sandwich from the start and replaces an end each time a better one is VERIFIED, in this order:
+the one-message lower bound r >= 1 (with the trivial upper bound r <= min(n, N), which needs no
+certificate: A itself has that rank); a fast lower bound (the pruning of the peaked rows, the
+Frobenius tail of A); the truncated SVD's upper bound; then the full lower search and the full
+upper search (each of the upper search's improvements).  Once B seconds have passed, the
+searches stop at their next safe point and the engine returns the best sandwich so far, marked
+stopped_on_budget.  The candidates of the fast stage are candidates of the full lower search too,
+and the full searches replace what the first stages found: a budget the searches do not reach
+gives exactly the certificates of a run without one.
 """
 import dataclasses
 import os
@@ -112,7 +123,7 @@ def upper_certificate(best, eps, h, path, prov, layout=None):
     """Write the upper search's best (k, U, V, method, ...) as a certificate: {"bound", "kind",
     "method", "file", "svd_rank", "certified_error", "verdict", "tried"}, or None unless VERIFIED."""
     wit = {"U": (best["U"], "float"), "V": (best["V"], "float")}
-    with step("check upper-factorization"):
+    with step("check upper-factorization", like="judge"):     # the check recomputes the judge's bound
         v = writer.write_checked(path, "upper-factorization", best["k"], eps, h, wit, dict(prov, search=best["method"]),
                                  **(layout or {}))
     if v.status != "VERIFIED":       # the judge and check agree by construction; never claim otherwise
@@ -240,12 +251,12 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
     try:
         with active(clock):
             tick()
-            say("SVD upper")
-            upper.search(A, float(eps), judge, svd_only=True, cache=cache, improved=upper_improved)
             say("fast lower")
             fast = first_verified(fast_lower_candidates(A, float(eps), shared), eps, head, paths["lower"], prov, LAYOUT)
             if fast is not None and (best["lower"] is None or fast["bound"] > best["lower"].bound):
                 keep("lower", fast)
+            say("SVD upper")
+            upper.search(A, float(eps), judge, svd_only=True, cache=cache, improved=upper_improved)
             say("lower search")
             lo = certify_lower(A, eps, head, paths["lower"], prov, LAYOUT, shared)
             if lo is not None:                 # the full search's answer, as without a budget
