@@ -115,6 +115,7 @@ def main():
     lines = [header, "-" * len(header)]
     print(header, flush=True)
     worst = []
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="certkit-bench-budget-") as folder:
         heads = [(SYNTHETIC, "", "null", SYNTHETIC.split(":", 1)[1])]
         if not a.no_smollm2:
@@ -140,8 +141,8 @@ def main():
         with open(a.out, "w") as f:
             rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
                                  text=True).stdout.strip()
-            f.write(f"# python benchmarks/bench_budget.py {' '.join(sys.argv[1:])}   ({rev}, {os.cpu_count()} cores)\n\n"
-                    + "\n".join(lines) + "\n")
+            f.write(f"# python benchmarks/bench_budget.py {' '.join(sys.argv[1:])}   ({rev}, {os.cpu_count()} cores; "
+                    f"load average {load:.1f} at the start: other jobs shared the machine)\n\n" + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
