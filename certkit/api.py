@@ -19,7 +19,7 @@ from .choices import check
 from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
-from .numbers import parse_distance, parse_eps, parse_eps_list
+from .numbers import parse_budget, parse_distance, parse_eps, parse_eps_list
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited
 
@@ -44,12 +44,19 @@ def needs(extra: str, what: str) -> Iterator[None]:
 
 @limited()
 def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str] = (), seed: int = 0,
-            attempts: int = 24) -> Sandwich | list[Sandwich]:
+            attempts: int = 24, budget: float | None = None) -> Sandwich | list[Sandwich]:
     """Certified sandwich lower <= r_eps(A) <= upper for a Head at one eps (a list of eps gives
     a list of Sandwiches).  The lower search (decoding contractions, Frobenius tail) runs first,
     then the upper search (truncated SVD, LP row fits, joint l1 refinement) stops where it meets
     it; the kernel judges every candidate and only VERIFIED certificates are returned.  peers:
     names among "svd", "nystrom", "performer", "linformer" (seeded by seed).
+
+    budget: seconds for each eps (the peers included), or None (no limit).  The sandwich is then
+    anytime: r >= 1 (the trivial r <= min(n, N) needs no certificate), a fast lower bound, the
+    truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an end;
+    when the budget is spent the searches stop at their next safe point (usually within 10 % of the
+    budget: docs/api.md) and the best sandwich so far comes back with .stopped_on_budget True.  A
+    budget the searches do not reach gives the same certificates as no budget.
 
     >>> import numpy as np, certkit
     >>> Q = np.array([[4.0, 0.0], [0.0, 4.0], [-4.0, 0.0]])
@@ -61,10 +68,11 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
         from .search.sandwich import sandwich
     if not isinstance(head, Head):
         raise TypeError(f"certify: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
+    seconds = parse_budget(budget)
     if isinstance(eps, (list, tuple)):
         A, inst = head.attention(), head.instance()
-        return [sandwich(head, e, peers, seed, attempts, A=A, inst=inst) for e in parse_eps_list(eps)]
-    return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts)
+        return [sandwich(head, e, peers, seed, attempts, A=A, inst=inst, budget=seconds) for e in parse_eps_list(eps)]
+    return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts, budget=seconds)
 
 
 @limited()

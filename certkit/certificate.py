@@ -106,19 +106,32 @@ class Certificate:
 class Sandwich:
     """lower <= r_eps(A) <= upper for one head and eps: each end a kernel-VERIFIED Certificate
     (None where the search found none: then 0 and min(n, N) are the trivial bounds), with the
-    peers' smallest certified k (peers: {name: {"k", "certified_error", "seconds"}})."""
+    peers' smallest certified k (peers: {name: {"k", "certified_error", "seconds"}}).
+
+    budget: the seconds the searches had (None: no budget); stopped_on_budget: True when the
+    budget ended the searches, so that the sandwich is the best one VERIFIED by then (a rerun with
+    a larger budget may narrow it); width: upper / lower."""
     head: Head
     eps: Fraction
     lower: Certificate | None
     upper: Certificate | None
     peers: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    budget: float | None = None
+    stopped_on_budget: bool = False
 
     @property
     def bounds(self) -> tuple[int, int]:
         """(lower, upper) as integers, the trivial bounds where a side has no certificate."""
         return (self.lower.bound if self.lower else 0,
                 self.upper.bound if self.upper else min(self.head.n, self.head.N))
+
+    @property
+    def width(self) -> float | None:
+        """upper / lower of bounds (the trivial upper min(n, N) where there is no upper certificate);
+        None without a lower bound."""
+        lo, up = self.bounds
+        return up / lo if lo else None
 
     def save(self, folder: str, prefix: str = "") -> dict[str, str]:
         """Write folder/<prefix>lower.json and <prefix>upper.json (those that exist) with their
@@ -133,16 +146,22 @@ class Sandwich:
     def row(self, files: dict[str, str] | None = None) -> dict[str, Any]:
         """The summary row of `certkit certify` (files: {"lower": path, "upper": path})."""
         h, lo, up, files = self.head, self.lower, self.upper, files or {}
-        return {"head": h.name, "n": h.n, "N": h.N, "d": h.d, "beta": str(h.beta), "eps": str(self.eps),
-                "lower": lo.bound if lo else None, "lower_kind": lo.kind if lo else None,
-                "upper": up.bound if up else None, "upper_method": up.search.get("method") if up else None,
-                "svd_rank": up.search.get("svd_rank") if up else None,
-                "lower_file": files.get("lower"), "upper_file": files.get("upper"),
-                "seconds": self.seconds, "peers": self.peers}
+        row = {"head": h.name, "n": h.n, "N": h.N, "d": h.d, "beta": str(h.beta), "eps": str(self.eps),
+               "lower": lo.bound if lo else None, "lower_kind": lo.kind if lo else None,
+               "upper": up.bound if up else None, "upper_method": up.search.get("method") if up else None,
+               "svd_rank": up.search.get("svd_rank") if up else None,
+               "lower_file": files.get("lower"), "upper_file": files.get("upper"),
+               "seconds": self.seconds, "peers": self.peers}
+        if self.budget is not None:       # a budgeted run's rows say whether it ended the searches
+            width = self.width
+            row.update(budget=self.budget, stopped_on_budget=self.stopped_on_budget,
+                       width=None if width is None else round(width, 4))
+        return row
 
     def __repr__(self) -> str:
         lo, up = self.bounds
-        return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps})"
+        stop = f"; stopped on the budget of {self.budget:g} s" if self.stopped_on_budget else ""
+        return f"Sandwich({self.head.name}: {lo} <= r_eps(A) <= {up} at eps = {self.eps}{stop})"
 
 
 @dataclass(frozen=True, eq=False)

@@ -125,6 +125,25 @@ def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
     return [parse_eps(p, what) for p in parts]
 
 
+MAX_BUDGET = 10 ** 9   # seconds (about 32 years): a larger budget is a typo
+
+
+def parse_budget(x: object, what: str = "budget") -> float | None:
+    """A time budget in seconds, >= 0 and finite (None: no budget), as a float.
+
+    >>> parse_budget("45"), parse_budget(0.5), parse_budget(None)
+    (45.0, 0.5, None)
+    """
+    if x is None:
+        return None
+    if isinstance(x, bool):
+        raise UserError(f"{what}: expected seconds (a number >= 0), got {x!r}")
+    e = exact(x, what)
+    if not 0 <= e <= MAX_BUDGET:
+        raise UserError(f"{what}: {brief(e)} seconds is outside [0, {MAX_BUDGET}]")
+    return float(e)
+
+
 @dataclass(frozen=True)
 class OverSqrt:
     """The exact temperature beta = c / sqrt(D) (e.g. the usual 1/sqrt(d_head))."""

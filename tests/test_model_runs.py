@@ -102,3 +102,24 @@ def test_write_atomic_leaves_no_temporary_file_and_the_usual_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_budget_is_a_setting_and_the_summary_names_the_heads_it_stopped(llama, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "o"
+    assert run(llama, out, "--layers", "0", "--heads", "0,1", "--budget", "0") == 1     # trivial uppers: a bound missing
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["budget"] == 0.0 and "--budget 0 " in summary["meta"]["command"]
+    for r in summary["rows"]:
+        assert (r["lower"], r["upper"], r["budget"], r["stopped_on_budget"], r["width"]) == (1, None, 0.0, True, 24.0)
+        assert json.loads((out / r["head"] / "rows.json").read_text())[0]["stopped_on_budget"] is True
+        assert r["peers"]["svd"]["note"] == "stopped on the budget"
+    assert "**2 of 2 sandwiches stopped on the budget**" in (out / "summary.md").read_text()
+    assert "stopped_on_budget" in (out / "summary.csv").read_text().splitlines()[0]
+    assert capsys.readouterr().out.count("<= 24 (trivial)") == 2
+    assert run(llama, out, "--layers", "0", "--heads", "0,1", "--budget", "5") == 64
+    assert "holds a run with budget = 0.0, not 5.0" in capsys.readouterr().err
+    assert run(llama, out, "--layers", "0", "--heads", "0,1") == 64
+    assert "holds a run with budget = 0.0, not None" in capsys.readouterr().err
+    calls = counting(monkeypatch)
+    assert run(llama, out, "--layers", "0", "--heads", "0,1", "--budget", "0") == 1     # the same budget: resumed
+    assert calls == []

@@ -22,7 +22,7 @@ from fractions import Fraction
 from .. import synthetic
 from ..errors import UserError
 from ..head import Head
-from ..numbers import brief, exact, parse_beta, parse_eps_list, tag
+from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, tag
 from ..outputs import FolderLock, write_atomic
 from ..search import writer
 from ..search.sandwich import sandwich
@@ -67,16 +67,18 @@ def parse_synthetic(spec):
 
 # ---------------------------------------------------------------- one head
 
-def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None, progress=None):
+def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None, progress=None,
+                 budget=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
-    progress: None or a callable taking a short text (the search stages, for a status line)."""
+    progress: None or a callable taking a short text (the search stages, for a status line).
+    budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich)."""
     inst = head.instance()           # first: a head no certificate can state is a user error
     A = head.attention()
     rows, shared = [], {}
     for eps in eps_list:
         say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
         s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
-                     progress=say)
+                     progress=say, budget=budget)
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -86,25 +88,70 @@ def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provena
 
 def sandwich_text(row):
     lo = row["lower"] if row["lower"] is not None else 0
-    up = row["upper"] if row["upper"] is not None else "?"
+    if row["upper"] is not None:
+        up = row["upper"]
+    elif row.get("budget") is not None:          # stopped before any upper certificate: the trivial bound
+        up = f"{min(row['n'], row['N'])} (trivial)"
+    else:
+        up = "?"
     return f"{lo} <= r_eps(A) <= {up}"
 
 
+def methods_text(row):
+    """'lower kind; upper method' of a row (a budgeted row without an upper certificate: 'trivial')."""
+    up = row["upper_method"] if row["upper"] is not None or row.get("budget") is None else "trivial"
+    return f"{row['lower_kind']}; {up}"
+
+
+def budget_note(row):
+    """The end of a head's line: whether the budget stopped its searches, and the width upper / lower."""
+    if not row.get("stopped_on_budget"):
+        return ""
+    width = "-" if row.get("width") is None else f"{row['width']:.2f}"
+    return f"   [stopped on the budget, upper/lower {width}]"
+
+
+def budget_summary(rows):
+    """The summary's line on the budget ('' for a run without one): how many sandwiches it
+    stopped, their widths, and which."""
+    budgeted = [r for r in rows if r.get("budget") is not None]
+    if not budgeted:
+        return ""
+    stopped = [r for r in budgeted if r.get("stopped_on_budget")]
+    seconds = sorted({r["budget"] for r in budgeted})
+    text = (f"Budget: {', '.join(f'{b:g}' for b in seconds)} s per head and eps. **{len(stopped)} of {len(budgeted)} "
+            f"sandwiches stopped on the budget**")
+    widths = [r["width"] for r in stopped if r.get("width") is not None]
+    if widths:
+        import statistics
+        text += (f" (upper / lower median {statistics.median(widths):.2f}, max {max(widths):.2f}; a rerun with a "
+                 f"larger budget may narrow them): " + ", ".join(f"{r['head']} at eps {r['eps']}" for r in stopped[:20])
+                 + (f" and {len(stopped) - 20} more" if len(stopped) > 20 else ""))
+    others = "" if len(stopped) == len(budgeted) else "; the others are the sandwiches a run without a budget finds"
+    return text + others + "."
+
+
 def summary_markdown(rows, peers):
+    budgeted = any(r.get("budget") is not None for r in rows)
     head = ["head", "n", "N", "d", "beta", "eps", "lower", "upper", "sandwich", "lower by", "upper by"] + \
-           [f"{p} k" for p in peers] + ["seconds"]
+           [f"{p} k" for p in peers] + ["seconds"] + (["stopped on the budget"] if budgeted else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["head"], r["n"], r["N"], r["d"], r["beta"], r["eps"], r["lower"], r["upper"], sandwich_text(r),
                  r["lower_kind"], r["upper_method"]] + \
-                [r["peers"].get(p, {}).get("k") for p in peers] + [r["seconds"]]
+                [r["peers"].get(p, {}).get("k") for p in peers] + [r["seconds"]] + \
+                ([stopped_cell(r)] if budgeted else [])
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def stopped_cell(row):
+    return "yes" if row.get("stopped_on_budget") else "no" if row.get("budget") is not None else None
+
+
 PEER_LEGEND = ("peer columns: the smallest k at which that approximation's certified max row l1 error is "
-               "<= eps; '-' means no k reaches eps (not even k = min(n, N)) or the peer does not apply to "
-               "this head (summary.json gives its note)")
+               "<= eps; '-' means no k reaches eps (not even k = min(n, N)), the peer does not apply to "
+               "this head or a --budget stopped it (summary.json gives its note)")
 
 
 def summary_csv(rows, peers):
@@ -126,10 +173,11 @@ def summary_csv(rows, peers):
 def write_summary(rows, out_dir, peers):
     """out_dir/summary.json, summary.md and summary.csv, each replaced whole (certkit.outputs)."""
     write_atomic(os.path.join(out_dir, "summary.json"), json.dumps(rows, indent=1) + "\n")
+    budget = budget_summary(rows)
     write_atomic(os.path.join(out_dir, "summary.md"),
                  "# certkit certify: certified sandwiches lower <= r_eps(A) <= upper\n\n"
                  "Every bound is a kernel-VERIFIED certificate (files relative to this directory); "
-                 f"{PEER_LEGEND}.\n\n" + summary_markdown(rows, peers))
+                 f"{PEER_LEGEND}.\n\n" + (budget + "\n\n" if budget else "") + summary_markdown(rows, peers))
     write_atomic(os.path.join(out_dir, "summary.csv"), summary_csv(rows, peers))
 
 
@@ -149,6 +197,13 @@ def add_arguments(p):
                    help="comma-separated peers to compare (svd, nystrom, performer, linformer) or 'none'")
     p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
     p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
+    p.add_argument("--budget", metavar="SECONDS", default=None,
+                   help="time for each head at each eps, its peers included (anytime certification): a valid "
+                        "sandwich first (r >= 1, the trivial r <= min(n, N)), then a fast lower bound and the "
+                        "truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an "
+                        "end; when "
+                        "the time is spent the searches stop at their next safe point (usually within 10 %%) and the "
+                        "best sandwich so far is kept, marked stopped_on_budget in the summary (default: no budget)")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
     p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
                    "to end (default: refuse, exit 73; a folder never mixes two runs)")
@@ -182,7 +237,7 @@ def model_head_task(task):
     <head>/rows.json, written last (atomically), so a rerun skips a head exactly when it finished."""
     h = task["head"]
     rows = model_rows(h, certify_head(h, task["eps"], task["out"], task["peers"], task["seed"], task["attempts"],
-                                      certificate_provenance(h)))
+                                      certificate_provenance(h), budget=task.get("budget")))
     write_atomic(os.path.join(task["out"], h.name, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
     return task["index"], rows
 
@@ -190,7 +245,12 @@ def model_head_task(task):
 HEAD_ROWS = "rows.json"       # a finished head's summary rows, beside its certificates
 # the settings that decide a model run's certificates: a rerun into the same --out resumes only with the same
 RUN_SETTINGS = ("model", "model_sha256", "dtype", "text_sha256", "window", "length", "multipliers", "eps", "peers",
-                "seed", "attempts")
+                "seed", "attempts", "budget")
+
+
+def seconds_text(b):
+    """A budget in seconds as the command line would give it (45, 2.5); None stays None."""
+    return None if b is None else str(int(b)) if b == int(b) else repr(b)
 
 
 def rerun_command(args, meta):
@@ -202,7 +262,8 @@ def rerun_command(args, meta):
                                  ("--layers", args.model_layers, "all"), ("--heads", args.model_heads, "all"),
                                  ("--multipliers", ",".join(meta["multipliers"]), "1"), ("--eps", ",".join(meta["eps"]), None),
                                  ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, 0),
-                                 ("--attempts", args.attempts, 24), ("--workers", args.workers, 1),
+                                 ("--attempts", args.attempts, 24),
+                                 ("--budget", seconds_text(meta.get("budget")), None), ("--workers", args.workers, 1),
                                  ("--out", args.out, None)):
         if value is not None and value != default:
             parts += [flag, str(value)]
@@ -242,6 +303,7 @@ def run(args):
     """certkit certify: exit 0 if every (head, eps) got both certificates, 1 if some bound is
     missing; bad input raises a UserError (the CLI's exit 64/66)."""
     eps_list = parse_eps_list(args.eps)
+    args.budget = parse_budget(getattr(args, "budget", None), "--budget")
     peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
     if peers:
         from ..search.peers import PEERS
@@ -277,7 +339,7 @@ def certify_heads(args, heads, eps_list, peers):
             status = lambda text, i=i, h=h: print(f"\r[{i}/{len(heads)}] {h.name[:24]}: {text[:44]:<44}", end="",
                                                   file=sys.stderr, flush=True)
             status("")
-        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts, progress=status)
+        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts, progress=status, budget=args.budget)
         rows.extend(new)
         write_summary(rows, args.out, peers)          # nothing lost on interruption
         if tty:
@@ -285,8 +347,8 @@ def certify_heads(args, heads, eps_list, peers):
         if not args.json:
             for r in new:
                 peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                print(f"{r['head']}  eps={brief(r['eps'])}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
-                      f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]")
+                print(f"{r['head']}  eps={brief(r['eps'])}:  {sandwich_text(r)}   ({methods_text(r)})"
+                      f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]{budget_note(r)}")
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
@@ -322,15 +384,17 @@ def certificate_provenance(head):
 
 
 def model_markdown(meta, rows, peers):
+    budgeted = any(r.get("budget") is not None for r in rows)
     cols = ["layer", "head", "kv", "m", "beta", "mask", "eps", "lower", "upper", "sandwich", "lower by", "upper by"] + \
-           [f"{p} k" for p in peers] + ["visible dim", "recon. err", "seconds"]
+           [f"{p} k" for p in peers] + ["visible dim", "recon. err", "seconds"] + \
+           (["stopped on the budget"] if budgeted else [])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         cells = [r["layer"], r["head_index"], r["kv_head"], r["multiplier"], r["beta"], r["mask"], r["eps"], r["lower"],
                  r["upper"], sandwich_text(r), r["lower_kind"], r["upper_method"]] + \
                 [r["peers"].get(p, {}).get("k") for p in peers] + \
                 [f"{r['visible_dimension']} (>= {r['visible_dimension_certified_lower']})",
-                 f"{r['reconstruction_max_abs_diff']:.2g}", r["seconds"]]
+                 f"{r['reconstruction_max_abs_diff']:.2g}", r["seconds"]] + ([stopped_cell(r)] if budgeted else [])
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
     m = meta
     stats = model_statistics(rows)
@@ -344,7 +408,8 @@ def model_markdown(meta, rows, peers):
             f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
             f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). "
             f"{PEER_LEGEND[0].upper() + PEER_LEGEND[1:]}.", "",
-            stats, "", f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]
+            stats, ""] + ([budget_summary(rows), ""] if budgeted else []) + \
+           [f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]
     return "\n".join(head + lines) + "\n"
 
 
@@ -450,6 +515,8 @@ def run_model(args, eps_list, peers):
     lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
     meta.update(multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
                 seed=args.seed, attempts=args.attempts)
+    if args.budget is not None:          # a setting: a rerun resumes only with the same budget
+        meta["budget"] = args.budget
     meta["command"] = rerun_command(args, meta)
     done = finished_heads(args.out, meta, hs)
     if done:
@@ -464,7 +531,7 @@ def run_model(args, eps_list, peers):
     say = bar.write if bar is not None else print
     t0 = time.perf_counter()
     tasks = [{"index": i, "head": h, "eps": eps_list, "out": args.out, "peers": peers, "seed": args.seed,
-              "attempts": args.attempts} for i, h in enumerate(hs) if i not in done]
+              "attempts": args.attempts, "budget": args.budget} for i, h in enumerate(hs) if i not in done]
     try:
         for i, new in run_tasks(model_head_task, tasks, args.workers, args.scheduler):
             done[i] = new
@@ -475,9 +542,9 @@ def run_model(args, eps_list, peers):
             if not args.json:
                 for r in new:
                     peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                    say(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({r['lower_kind']}; {r['upper_method']})"
+                    say(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({methods_text(r)})"
                         f"{'   peers: ' + peer_txt if peers else ''}   visible dim {r['visible_dimension']}"
-                        f"   recon {r['reconstruction_max_abs_diff']:.1e}  [{r['seconds']:.2f} s]")
+                        f"   recon {r['reconstruction_max_abs_diff']:.1e}  [{r['seconds']:.2f} s]{budget_note(r)}")
     finally:
         lock.release()
         if bar is not None:

@@ -60,9 +60,9 @@ def peaked_decoding(A, eps, safety=1e-6):
     return msgs, cells
 
 
-def frobenius_bound(A, eps, safety=1e-6):
-    """Largest M with sum_{l >= M} sigma_l^2 > n eps^2 (1 + safety)."""
-    s = np.linalg.svd(A, compute_uv=False)
+def frobenius_bound(A, eps, safety=1e-6, s=None):
+    """Largest M with sum_{l >= M} sigma_l^2 > n eps^2 (1 + safety); s: A's singular values, if known."""
+    s = np.linalg.svd(A, compute_uv=False) if s is None else s
     tails = np.cumsum((s ** 2)[::-1])[::-1]          # tails[l] = sum_{j >= l} (0-based)
     need = A.shape[0] * eps * eps * (1 + safety)
     ok = np.flatnonzero(tails > need)

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from .basic import frobenius_bound
+from .budget import tick
 from .upper import lbfgs
 
 SAFETY = 1e-6
@@ -98,6 +99,7 @@ def farthest_rows(A, m):
     order = [int(np.argmax(A.max(axis=1)))]
     dist = l1_distances(A, A[order[0]])
     while len(order) < min(m, n):
+        tick()
         i = int(np.argmax(dist))
         if dist[i] <= 0:
             break
@@ -136,6 +138,7 @@ def prune_many(A, msgs, tests):
     msgs = np.array(msgs, dtype=np.int64)
     found = [None] * len(tests)
     while len(msgs) and any(f is None for f in found):
+        tick()
         cells = argmax_cells(A, msgs)
         T = contraction(A, msgs, cells)
         for t, test in enumerate(tests):
@@ -164,6 +167,7 @@ def prune_both(A, msgs, eps, thr, dropped=None):
     T = contraction(A, msgs, cells)
     inv = InverseTracker(T) if len(msgs) >= 32 else None
     while len(msgs) and (found[0] is None or found[1] is None):
+        tick()
         m = len(msgs)
         mg = margins(T)
         if found[0] is None and bool(np.all(mg > thr)):
@@ -312,6 +316,7 @@ def local_cells(A, msgs, cells, sweeps=2):
         improved = False
         j, todo, J, block = 0, None, None, 8
         while j < N:
+            tick()
             if X is not None and np.isfinite(cur):       # skip the columns no move can improve
                 if todo is None or j > J[-1]:
                     J = np.arange(j, min(N, j + block))
@@ -513,6 +518,7 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
     cells = argmax_cells(A, np.array(S))
     t = 0
     while len(S) < min(n, A.shape[1]):
+        tick()
         if t == len(growth):
             growth.append(_grow_step(A, S) + [None])
         msgs, c, v = growth[t][:3]
@@ -540,6 +546,7 @@ def _grow_step(A, S):
     for t in np.argsort(lb, kind="stable"):
         if best is not None and lb[t] * (1 - 1e-9) > best[0]:
             break
+        tick()
         i = int(cand[t])
         if np.isinf(lb[t]):
             v = np.inf
@@ -566,32 +573,16 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
     Starts: the peaked rows and prefixes of the farthest rows, each at most CAP messages, so a
     start costs O(CAP N) to contract and O(CAP^3) to prune, whatever n."""
     n, N = A.shape
-    thr = eps * (1 + SAFETY) + 1e-12
-    out = []
-    if eps < 1:
-        out.append(("lower-decoding-margin", 1, np.array([int(np.argmax(A.max(axis=1)))]),
-                    np.zeros(N, dtype=np.int64)))
-    # peaked rows, singleton argmax cells (distinct argmax columns)
-    arg = A.argmax(axis=1)
-    order = np.argsort(-A[np.arange(n), arg], kind="stable")
-    seen, peaked = set(), []
-    for i in order:
-        if int(arg[i]) not in seen:
-            seen.add(int(arg[i]))
-            peaked.append(int(i))
-            if len(peaked) == CAP:
-                break
+    out = one_message(A, eps)
     far = farthest_rows(A, far_count(n, N)) if far is None else far
     sizes = sorted({min(m, len(far)) for m in (hi, 2 * (hi or 0), min(n, N), 64) if m})
-    starts = [np.array(peaked)] + [far[:m] for m in sizes]
-    kinds = ("lower-decoding-margin", "lower-decoding-inverse-norm")
+    starts = [peaked_rows(A)] + [far[:m] for m in sizes]
     best_prune = None                                  # (M, start, dropped) of the best inverse-norm set
     for msgs0 in starts:
+        tick()
         dropped = []
-        for kind, (msgs, cells) in zip(kinds, prune_both(A, msgs0, eps, thr, dropped)):
-            if len(msgs) > 1:
-                out.append((kind, len(msgs), msgs, cells))
-        M = len(msgs)                                  # the inverse-norm set
+        found, M = pruned(A, eps, msgs0, dropped)      # M: the inverse-norm set's size
+        out += found
         if best_prune is None or M > best_prune[0]:
             best_prune = (M, msgs0, dropped)
     if soft and A.shape[1] > 512 and best_prune is not None and best_prune[0] > 1:
@@ -615,6 +606,43 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
     return out
 
 
+def one_message(A, eps):
+    """[the candidate M = 1] for eps < 1 (else []): the most peaked row as the one message, one
+    cell holding every column (its margin is 1 > eps)."""
+    if eps >= 1:
+        return []
+    peaked = np.array([int(np.argmax(A.max(axis=1)))])
+    return [("lower-decoding-margin", 1, peaked, np.zeros(A.shape[1], dtype=np.int64))]
+
+
+def peaked_rows(A):
+    """The pruning's first start: rows in decreasing order of their largest entry, one per argmax
+    column (singleton argmax cells), at most CAP."""
+    n = A.shape[0]
+    arg = A.argmax(axis=1)
+    order = np.argsort(-A[np.arange(n), arg], kind="stable")
+    seen, peaked = set(), []
+    for i in order:
+        if int(arg[i]) not in seen:
+            seen.add(int(arg[i]))
+            peaked.append(int(i))
+            if len(peaked) == CAP:
+                break
+    return np.array(peaked)
+
+
+def pruned(A, eps, start, dropped=None):
+    """([(kind, M, messages, cells)] of prune_both from start for both tests, sets of M > 1 only;
+    the inverse-norm set's size).  dropped: see prune_both."""
+    thr = eps * (1 + SAFETY) + 1e-12
+    out = []
+    for kind, (msgs, cells) in zip(("lower-decoding-margin", "lower-decoding-inverse-norm"),
+                                   prune_both(A, start, eps, thr, dropped)):
+        if len(msgs) > 1:
+            out.append((kind, len(msgs), msgs, cells))
+    return out, len(msgs)
+
+
 def prune_both_last(start, dropped):
     """The messages prune_both left: start without the dropped ones (in start's order)."""
     return np.asarray(start, dtype=np.int64)[~np.isin(start, dropped)]
@@ -636,6 +664,7 @@ def soft_prune(A, eps, start, dropped, M0, probes=3, reach=1.3):
     start = np.asarray(start, dtype=np.int64)
     lo, hi, best = M0, min(len(start), int(reach * M0)), None
     for _ in range(probes):
+        tick()
         if hi <= lo:
             break
         M = (lo + hi + 1) // 2
@@ -664,6 +693,7 @@ def other_starts(A, eps, starts, records):
     record, kept by the caller across eps (the growths are eps-free, as in grow_inverse)."""
     best = None
     for s in starts:
+        tick()
         rec = records.setdefault(int(s), [])
         msgs, dec = grow_inverse(A, eps, growth=rec, start=int(s))
         if len(msgs) < min(A.shape):
@@ -754,6 +784,7 @@ def soft_extend(A, eps, msgs, growth, steps=8):
     t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record."""
     S, best = np.asarray(msgs, dtype=np.int64), None
     for _ in range(steps):
+        tick()
         if len(S) >= min(A.shape):                          # every row (or column) is a message already
             break
         t = len(S) - 1                                      # growth[t] holds S + [next row]
@@ -775,14 +806,16 @@ def soft_extend(A, eps, msgs, growth, steps=8):
     return S, best
 
 
-def frobenius_candidates(A, eps, cell_counts=(2, 4, 8, 16, 32, 64), far=None):
+def frobenius_candidates(A, eps, cell_counts=(2, 4, 8, 16, 32, 64), far=None, svals=None):
     """[(M, rows or None, cells or None)]: the tail test on A (up to FULL_SVD entries), on cell
     contractions A G with farthest-point cells (far: as in decoding_candidates), and on the rows
-    that lie far from the contraction's top subspace."""
+    that lie far from the contraction's top subspace.  svals: A's singular values
+    (np.linalg.svd(A, compute_uv=False)) when the caller shares them between eps."""
     n, N = A.shape
-    out = [(frobenius_bound(A, eps, SAFETY), None, None)] if n * N <= FULL_SVD else []
+    out = [(frobenius_bound(A, eps, SAFETY, svals), None, None)] if n * N <= FULL_SVD else []
     far = farthest_rows(A, far_count(n, N)) if far is None else far
     for m in cell_counts:
+        tick()
         if m >= N or (m > len(far) and far_count(n, N) < min(n, N)):    # beyond the traversal's cap
             break
         cells = argmax_cells(A, far[:m])

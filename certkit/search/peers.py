@@ -14,6 +14,7 @@ import scipy.linalg
 from ..head import softmax_rows
 from ..kernel import Rejected
 from ..kernel.numerics import max_row_error
+from .budget import step, tick
 
 
 def _rank_limit(name, k, limit):
@@ -121,7 +122,7 @@ def certified_error(method, A, h, inst, k, seed=0, prep=None):
         return float("inf")
 
 
-def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None, reuse=True):
+def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None, reuse=True, prep=None):
     """Smallest rank k in 1..kmax (default min(n, N)) at which `method` certifies
     max_i ||A_i - B_i||_1 <= eps, with the kernel's bound (not the peer's float error) deciding.
 
@@ -130,14 +131,20 @@ def smallest_rank(method, A, h, inst, eps, seed=0, kmax=None, reuse=True):
     in k, so this is the smallest k found by doubling + bisection, and certified_error is the
     kernel bound at that k.  k = None when even kmax fails (certified_error then at kmax).
     The k-independent work (an SVD, pivoted QRs) is done once (reuse=False redoes it at every k,
-    the old behaviour, kept for benchmarks/bench_peers.py).  Returns {"method", "k", "certified_error", "seconds"}."""
+    the old behaviour, kept for benchmarks/bench_peers.py), or given as prep (PREPARE[method](A),
+    when the caller has it).  A safe point of an active budget (certkit.search.budget) before each
+    k.  Returns {"method", "k", "certified_error", "seconds"}."""
     t0 = time.perf_counter()
     kmax = min(A.shape) if kmax is None else kmax
     err = {}
-    prep = PREPARE[method](A) if reuse and method in PREPARE else None
+    if prep is None and reuse and method in PREPARE:
+        with step("prepare " + method):
+            prep = PREPARE[method](A)
 
     def ok(k):
-        err[k] = certified_error(method, A, h, inst, k, seed, prep)
+        tick()
+        with step("peer " + method):
+            err[k] = certified_error(method, A, h, inst, k, seed, prep)
         return err[k] <= eps
 
     lo, hi = 0, 1

@@ -26,6 +26,7 @@ from scipy.linalg import lapack
 from scipy.optimize import linprog
 
 from .basic import row_errors
+from .budget import step, tick
 
 SAFETY = 1e-7          # float target eps (1 - SAFETY): the certified error adds ~1e-13
 BLOCK = 1 << 20        # entries per row block of the refinement on large heads
@@ -61,6 +62,7 @@ def fit_rows_lp(A, G):
     k = G.shape[0]
     C = np.zeros((A.shape[0], k))
     for i, a in enumerate(A):
+        tick()
         r = linprog(-a, A_eq=G, b_eq=np.zeros(k), bounds=(-1, 1), method="highs-ds")
         if r.status == 0:
             C[i] = -r.eqlin.marginals
@@ -93,6 +95,7 @@ def smallest_basis_rank(A, eps, basis_of_k, lo, hi):
     ok = {}
 
     def good(k):
+        tick()
         G = basis_of_k(k)
         C = fit_rows_irls(A, G)
         if row_errors(A, C @ G).max() <= target:
@@ -222,7 +225,9 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
     & Wright eq. 7.24, H_0 = gamma I with gamma = s^T y / y^T y of the newest pair): the same
     H g as the two-loop recursion (Alg. 7.4), in three passes over the (s, y) memory per step
     (kept in `dtype`) instead of 4m vector operations.  Plain numpy: scipy's L-BFGS-B driver
-    costs more per step than our objective at these sizes."""
+    costs more per step than our objective at these sizes.  A safe point (budget.tick) before
+    every evaluation of f."""
+    tick()
     F, g = f(x)
     Z = np.zeros((2 * m, x.size), dtype=dtype)  # ring buffer: s_i in rows [0, m), y_i in [m, 2m)
     SY = np.zeros((m, m))                       # SY[i, j] = s_i . y_j
@@ -248,6 +253,7 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
             L, d, slope = 0, -g, -(g @ g)
         t = 1.0 if L else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
         for _ in range(30):
+            tick()
             F1, g1 = f(x + t * d)
             if F1 <= F + 1e-4 * t * slope:
                 break
@@ -318,6 +324,7 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
                 continue
             return
         attempts -= 1
+        tick()
         C1, G1 = refine(A, *truncate(C, G, k1), eps=eps, iters=iters, **kw)
         ok = factor_row_errors(A, C1, G1).max() <= target
         if not ok and rescue:
@@ -339,7 +346,8 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, retry=False, rescue=T
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, progress=None, **kw):
+def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, progress=None,
+           improved=None, cache=None, svd_only=False, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -349,11 +357,22 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
     the refinement from the SVD reaches the same ranks without it.  polish: LP row fits on the
     final basis when the refinement won (lowers the certified error, never the rank; n LPs).
     kw: passed to descend / refine.  progress: None or a callable taking a short text (each
-    certified rank, for a status line).  Deterministic: no clocks, no randomness."""
+    certified rank, for a status line).  improved: None or a callable taking the best so far
+    (this dict, with the tried list and svd_rank so far) each time it changes (the anytime
+    sandwich writes each one as a certificate).  cache: None or a dict kept by the caller for
+    this A, holding its SVD (eps-free) across calls.  svd_only: stage 1 only.  Deterministic: no
+    clocks, no randomness (budget.tick, at the safe points, only decides where a budgeted run
+    stops)."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
     best = None
+    svd_k = None
+    cache = {} if cache is None else cache
+
+    def changed():
+        if improved is not None:
+            improved(dict(best, tried=list(tried), svd_rank=svd_k))
 
     def offer(method, C, G):
         nonlocal best
@@ -367,17 +386,22 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
             best = {"k": int(k), "U": U, "V": V, "method": method, "certified_error": float(e)}
             if progress is not None:
                 progress(f"upper <= {k} ({method})")
+            changed()
             return True
         return False
 
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
     target = eps * (1 - SAFETY)
     if n * N <= LARGE:
-        Uf, s, Vt = np.linalg.svd(A, full_matrices=False)
+        if "svd" not in cache:
+            with step("svd"):
+                cache["svd"] = np.linalg.svd(A, full_matrices=False)
+        Uf, s, Vt = cache["svd"]
         k_svd = svd_rank(A, Uf, s, Vt, target)
     else:
-        Uf, s, Vt, k_svd = sketched_svd_rank(A, target)
+        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
     for k in range(k_svd, len(s) + 1):
+        tick()
         if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
             break
     if best is None:                  # rank min(n, N): B = A's float SVD at full rank, or A itself
@@ -385,6 +409,9 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
     if best is None:
         return {"k": None, "tried": tried}
     svd_k = best["k"]
+    if svd_only:
+        best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
+        return best
 
     # 2. (optional) LP row fits on SVD / greedy-row / union bases
     if bases and best["k"] > floor:
@@ -419,6 +446,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
                 e = judge(C_lp, best["V"])
                 if e <= min(eps, best["certified_error"]):
                     best.update(U=C_lp, certified_error=float(e), method="refined+lp")
+                    changed()
     best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
     return best
 
@@ -429,6 +457,7 @@ def svd_rank(A, Uf, s, Vt, target):
     are built) at each plausible k."""
     B = np.zeros_like(A)
     for k in range(1, len(s) + 1):
+        tick()
         B += np.outer(Uf[:, k - 1] * s[k - 1], Vt[k - 1])
         if row_errors(A, B).max() <= target * (1 + 1e-6) and \
                 row_errors(A, (Uf[:, :k] * s[:k]) @ Vt[:k]).max() <= target:
@@ -456,20 +485,25 @@ def sketched_svd(A, K, power=2, oversample=16, seed=0):
     p = min(K + oversample, n, N)
     Q = np.linalg.qr(A @ np.random.default_rng(seed).standard_normal((N, p)))[0]
     for _ in range(power):
+        tick()
         Q = np.linalg.qr(A @ np.linalg.qr(A.T @ Q)[0])[0]
     Ub, s, Vt = np.linalg.svd(Q.T @ A, full_matrices=False)
     K = min(K, p)
     return Q @ Ub[:, :K], s[:K], Vt[:K]
 
 
-def sketched_svd_rank(A, target, K=64):
+def sketched_svd_rank(A, target, K=64, cache=None):
     """(U, s, Vt, k) for large A: a sketched SVD of rank K (K x 4 until its rank-K truncation
     meets target, or K = min(n, N)) and the smallest k whose truncation has float max row error
     <= target, by bisection over k (the error is close to non-increasing in k; the kernel
-    judges every offer anyway): O(n N K log K) instead of the full SVD's O(n N min(n, N))."""
+    judges every offer anyway): O(n N K log K) instead of the full SVD's O(n N min(n, N)).
+    cache: None or a dict K -> sketched_svd(A, K) kept by the caller for this A (eps-free)."""
     n, N = A.shape
+    cache = {} if cache is None else cache
     while True:
-        Uf, s, Vt = sketched_svd(A, K)
+        if K not in cache:
+            cache[K] = sketched_svd(A, K)
+        Uf, s, Vt = cache[K]
         err = lambda k: factor_row_errors(A, Uf[:, :k] * s[:k], Vt[:k]).max()
         if err(len(s)) <= target:
             break
@@ -478,6 +512,7 @@ def sketched_svd_rank(A, target, K=64):
         K *= 4
     lo, hi = 0, len(s)                          # err(hi) <= target; lo fails (or is 0)
     while hi - lo > 1:
+        tick()
         mid = (lo + hi) // 2
         if err(mid) <= target:
             hi = mid

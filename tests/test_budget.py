@@ -1,0 +1,197 @@
+"""Anytime certification (certkit.certify(..., budget=), certify --budget): wherever the budget stops
+the searches, both ends of the sandwich are kernel-VERIFIED certificates (or the trivial upper bound
+min(n, N)) with lower <= upper, the sandwich only narrows as the budget grows, and a budget the
+searches do not reach gives the bytes of a run without one.  The clock is a fake one that counts
+its own reads, so where a run stops does not depend on the machine's load."""
+import inspect
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import certkit
+from certkit import synthetic
+from certkit.search import budget as budget_mod
+from certkit.search.sandwich import STOPPED, sandwich
+
+EPS = Fraction(1, 4)
+
+
+@pytest.fixture(scope="module")
+def head():
+    return synthetic.head("gaussian", 40, 6, beta=Fraction(2), seed=3, name="g40")
+
+
+class CountingClock:
+    """A fake budget clock: each read is one second later than the one before."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def __call__(self):
+        self.reads += 1
+        return float(self.reads)
+
+
+def files(s):
+    """{side: (document bytes, sidecars)} of a Sandwich's certificates."""
+    return {side: (c.document, c.sidecars) for side in ("lower", "upper") if (c := getattr(s, side)) is not None}
+
+
+def check_sandwich(s):
+    """Both ends VERIFIED by the kernel (now, on their bytes) and ordered."""
+    lo, up = s.bounds
+    assert s.lower is not None and 1 <= lo <= up <= min(s.head.n, s.head.N)
+    for c in (s.lower, s.upper):
+        if c is not None:
+            assert certkit.verify(c).status == "VERIFIED", c
+            assert c.eps == s.eps
+
+
+def test_budget_zero_gives_the_trivial_sandwich_verified(head):
+    s = certkit.certify(head, eps=EPS, budget=0, peers=("svd",))
+    assert s.stopped_on_budget and s.budget == 0.0
+    assert s.lower.bound == 1 and s.lower.kind == "lower-decoding-margin" and s.upper is None
+    assert s.bounds == (1, 40) and s.width == 40.0
+    assert s.peers["svd"] == {"k": None, "certified_error": None, "seconds": 0.0, "note": STOPPED}
+    check_sandwich(s)
+    assert "stopped on the budget of 0 s" in repr(s)
+
+
+def test_a_budget_the_searches_do_not_reach_gives_the_same_certificates(head):
+    free = certkit.certify(head, eps=EPS, peers=("svd", "nystrom"))
+    timed = certkit.certify(head, eps=EPS, peers=("svd", "nystrom"), budget=10 ** 6)
+    assert not timed.stopped_on_budget and free.budget is None and timed.budget == 10 ** 6
+    assert files(timed) == files(free) and len(files(free)) == 2
+    strip = lambda peers: {p: {k: v for k, v in d.items() if k != "seconds"} for p, d in peers.items()}
+    assert strip(timed.peers) == strip(free.peers)
+    row, row0 = timed.row(), free.row()
+    assert row["budget"] == 10 ** 6 and row["stopped_on_budget"] is False and row["width"] == round(free.width, 4)
+    assert "budget" not in row0 and {k: v for k, v in row.items() if k not in ("budget", "stopped_on_budget", "width",
+                                                                                "seconds", "peers")} == \
+        {k: v for k, v in row0.items() if k not in ("seconds", "peers")}
+
+
+def test_a_stop_at_any_safe_point_keeps_a_verified_sandwich_that_narrows_with_the_budget(head, monkeypatch):
+    clock = CountingClock()
+    monkeypatch.setattr(budget_mod, "now", clock)
+    full = sandwich(head, EPS, budget=10 ** 9)
+    total = clock.reads
+    assert not full.stopped_on_budget and total > 50
+    free = sandwich(head, EPS)
+    assert files(full) == files(free)
+    last = (0, 10 ** 9)
+    seen = set()
+    for b in sorted({0, 1, 2, 3, 5, 8} | {int(total * f) for f in np.linspace(0.05, 0.95, 19)}):
+        clock.reads = 0
+        s = sandwich(head, EPS, budget=b)
+        assert s.stopped_on_budget, b
+        check_sandwich(s)
+        lo, up = s.bounds
+        assert lo >= last[0] and up <= last[1], (b, s.bounds, last)       # only narrower with more time
+        last = (lo, up)
+        seen.add(s.bounds)
+    assert len(seen) >= 3                          # the stages are reached one after the other
+    assert last[0] <= full.bounds[0] and last[1] >= full.bounds[1]
+
+
+def test_the_stages_come_in_order_each_replacing_an_end(head):
+    said = []
+    s = sandwich(head, EPS, budget=10 ** 6, progress=said.append)
+    assert said[0].startswith("1 <= r <= 40 (lower: lower-decoding-margin)")
+    stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search")]
+    assert stages == ["fast lower", "SVD upper", "lower search"]
+    fast, svd = said.index("fast lower"), said.index("SVD upper")
+    assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
+    assert said[-1].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+
+
+def test_a_step_that_cannot_be_cut_is_not_started_when_it_would_overrun(monkeypatch):
+    t = [0.0]
+    monkeypatch.setattr(budget_mod, "now", lambda: t[0])
+    b = budget_mod.Budget(10)
+    with budget_mod.active(b):
+        with budget_mod.step("svd"):
+            t[0] += 4                              # the step took 4 s
+        budget_mod.tick()                          # 4 s of 10: go on
+        t[0] = 6.4                                 # 6.4 + 4 ends before 10 + 0.5: still allowed
+        with budget_mod.step("svd"):
+            t[0] = 9.0
+        t[0] = 7.0                                 # 7 + 2.6 (its last time) ends in time too
+        with budget_mod.step("svd"):
+            t[0] = 7.5
+        with pytest.raises(budget_mod.BudgetSpent):
+            with budget_mod.step("svd"):           # 7.5 + 0.5 ends in time; it takes 2.4 s, and 9.9 + 2.4 > 10.5
+                t[0] = 9.9
+            with budget_mod.step("svd"):
+                pass
+        t[0] = 9.0
+        with pytest.raises(budget_mod.BudgetSpent):    # never run: predicted by the 2.4 s of "svd"
+            with budget_mod.step("check", like="svd"):
+                pass
+        with budget_mod.step("judge", like="unknown"):   # nothing to predict it by: run
+            t[0] = 9.5
+        t[0] = 10.0
+        with pytest.raises(budget_mod.BudgetSpent):
+            budget_mod.tick()
+    budget_mod.tick()                              # no active budget: nothing happens
+    with budget_mod.step("svd"):
+        pass
+
+
+@pytest.mark.parametrize("bad", [-1, "abc", "nan", float("inf"), True, "1e12"])
+def test_a_bad_budget_is_a_user_error(head, bad):
+    with pytest.raises(certkit.UserError, match="budget"):
+        certkit.certify(head, eps=EPS, budget=bad)
+
+
+def test_budget_is_keyword_only_and_typed():
+    p = inspect.signature(certkit.certify).parameters["budget"]
+    assert p.kind is p.KEYWORD_ONLY and p.default is None and "float" in str(p.annotation)
+    assert "budget" in certkit.certify.__doc__
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "certkit", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_cli_budget_rows_summary_and_the_same_bytes_when_not_reached(tmp_path):
+    spec = ["certify", "--synthetic", "gaussian:n=24,d=4,beta=2,seed=1", "--eps", "1/4,1/2", "--peers", "svd"]
+    r = run(*spec, "--budget", "0", "--out", tmp_path / "zero")
+    assert r.returncode == 1, r.stderr                 # no upper certificate: a bound is missing
+    assert r.stdout.count("<= r_eps(A) <= 24 (trivial)") == 2 and r.stdout.count("[stopped on the budget") == 2
+    rows = json.loads((tmp_path / "zero" / "summary.json").read_text())
+    assert [(x["lower"], x["upper"], x["budget"], x["stopped_on_budget"], x["width"]) for x in rows] == \
+        [(1, None, 0.0, True, 24.0)] * 2
+    assert rows[0]["peers"]["svd"]["note"] == STOPPED
+    md = (tmp_path / "zero" / "summary.md").read_text()
+    assert "**2 of 2 sandwiches stopped on the budget**" in md and "| stopped on the budget |" in md
+    header = (tmp_path / "zero" / "summary.csv").read_text().splitlines()[0].split(",")
+    assert {"budget", "stopped_on_budget", "width"} <= set(header)
+    v = run("verify", *(tmp_path / "zero" / x["lower_file"] for x in rows))
+    assert v.returncode == 0 and v.stdout.count("VERIFIED") == 2
+
+    assert run(*spec, "--budget", "100000", "--out", tmp_path / "big").returncode == 0
+    assert run(*spec, "--out", tmp_path / "none").returncode == 0
+    certs = lambda d: {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file() and
+                       not p.name.startswith(("summary.", "."))}
+    assert certs(tmp_path / "big") == certs(tmp_path / "none") and len(certs(tmp_path / "none")) >= 4
+    big = json.loads((tmp_path / "big" / "summary.json").read_text())
+    none = json.loads((tmp_path / "none" / "summary.json").read_text())
+    assert all(x["stopped_on_budget"] is False for x in big)
+    assert all("budget" not in x for x in none)
+    assert "| stopped on the budget |" not in (tmp_path / "none" / "summary.md").read_text()
+    extra = ("seconds", "peers", "budget", "stopped_on_budget", "width")
+    strip = lambda x: {k: v for k, v in x.items() if k not in extra}
+    assert [strip(x) for x in big] == [strip(x) for x in none]
+
+
+@pytest.mark.parametrize("value, needle", [("-1", "outside [0,"), ("soon", "is not a number"),
+                                           ("nan", "is not a number")])
+def test_cli_bad_budget_exits_64(tmp_path, value, needle):
+    r = run("certify", "--synthetic", "gaussian:n=8", "--budget", value, "--out", tmp_path)
+    assert r.returncode == 64 and "--budget" in r.stderr and needle in r.stderr and "Traceback" not in r.stderr
