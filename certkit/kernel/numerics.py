@@ -1,4 +1,4 @@
-"""The kernel's second face, re-exports only: what producers borrow to choose (a Verdict comes only from check)."""
+"""The kernel's second face, re-exports only: what producers borrow to choose (a VERIFIED Verdict comes only from check)."""
 from .check import kind_and_claim
 from .common import enclose_all, indices
 from .expo import exp_nonpos, EXP_REL, EXP_ABS

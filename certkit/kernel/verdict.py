@@ -1,7 +1,7 @@
 """Verdicts: the user-facing contract of the kernel.
 
 VERIFIED / REJECTED / MALFORMED / UNSUPPORTED, exit codes 0/1/2/3; 4 is an internal error
-(a kernel bug), never reported as REJECTED.  Only kernel.check() builds a Verdict.
+(a kernel bug), never reported as REJECTED.  Only kernel.check() builds a VERIFIED Verdict.
 """
 from dataclasses import dataclass, field
 
