@@ -198,3 +198,13 @@ def test_certkit_compare_end_to_end_resumes_and_its_certificates_verify(tmp_path
 def test_certkit_compare_bad_input_exits_64_naming_it(tmp_path, args, words):
     r = cli("compare", "--synthetic", "gaussian:n=8,d=2", *args, "--out", str(tmp_path / "o"))
     assert r.returncode == 64 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_distance_just_below_2_is_stated_with_more_digits():
+    """Rounded up to 4 digits, 1.99902 would be 2.000, a claim the format refuses: more digits keep it below 2."""
+    from certkit.search.compare import round_up
+    assert round_up(1.9990204, 4) == 2 and round_up(1.9990204, 5) == Fraction(19991, 10000)
+    h = Head.from_arrays(np.ones((4, 1)), [[0.0], [7.0], [7.0], [7.0]], beta=1)     # A_i0 = 1/(1 + 3e^7)
+    c = certkit.compare(h, compress.keep(h, [0]))                                     # distance 2 (1 - A_i0)
+    assert abs(c.estimate - 2 * (1 - 1 / (1 + 3 * np.exp(7)))) < 1e-12 and 1.999 < c.estimate < 2
+    assert c.verdict.status == "VERIFIED" and c.estimate <= c.distance < 2 and len(str(c.distance)) > 6

@@ -23,7 +23,7 @@ from ..kernel.numerics import max_row_distance
 from .writer import certificate, remove
 
 KIND = "attention-distance"
-DIGITS = 4               # the claimed eps: the kernel's bound rounded up to this many significant digits
+DIGITS = 4               # the claimed eps: the kernel's bound rounded up to this many significant digits (more near 2)
 ROWS = 1024              # rows per block of the float estimate
 
 
@@ -48,7 +48,8 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
                      provenance: dict | None = None, shared: bool = True) -> Comparison:
     """Certify max_i ||A_i - A'_i||_1 <= eps for the replacement, writing the certificate at path
     (a temporary file when None; the Comparison holds its bytes either way).  eps None: the
-    smallest eps this search states (the kernel's bound rounded up to DIGITS significant digits),
+    smallest eps this search states (the kernel's bound rounded up to DIGITS significant digits, or
+    as many more as keep it below 2),
     checked on the fast route; a given eps is checked on the default route (fast, then Arb where
     fast rejects).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
     t0 = time.perf_counter()
@@ -57,7 +58,8 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
                         f"the head {head.n} x {head.N}")
     estimate = float_distance(head, replacement)
     bound, _ = max_row_distance(head.instance(), replacement.instance(), "fast")
-    claim = round_up(bound) if eps is None else Fraction(eps)
+    claim = Fraction(eps) if eps is not None else next(
+        (c for c in (round_up(bound, k) for k in range(DIGITS, 18)) if c < 2), Fraction(2))   # more digits near 2
     if claim >= 2:                      # every row-l1 distance is <= 2: nothing to prove
         from ..kernel import Verdict
         v = Verdict("REJECTED", f"the certified bound {bound:.4g} is not below 2, the trivial bound")
