@@ -67,7 +67,11 @@ def add_arguments(p):
     g.add_argument("--window", type=int, default=0, metavar="K", help="which window of the text (default 0)")
     g.add_argument("--layers", dest="model_layers", default="all", metavar="LIST", help="layers: all, 0-3 or 0,5")
     g.add_argument("--heads", dest="model_heads", default="all", metavar="LIST", help="heads: all, 0-3 or 0,5")
-    g.add_argument("--workers", type=int, default=1, metavar="N", help="heads compared in N parallel processes")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="heads compared in N parallel processes "
+                   "(default 1; certificates identical to a serial run)")
+    p.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="compare the heads on Dask distributed: local, local:N or a scheduler address such as "
+                        "tcp://host:8786 (needs the 'dask' extra; certificates identical to a serial run)")
 
 
 def compare_head(task):
@@ -198,11 +202,13 @@ def run(args):
         raise CompareError("--lower needs --eps below 1 (the tolerance of the rank lower bound r_eps(A))")
     if args.workers < 1:
         raise CompareError(f"--workers: {args.workers} must be >= 1")
+    from ..parallel import parse_scheduler
+    parse_scheduler(args.scheduler)
     meta = {"methods": [m.spec for m in methods], "eps": None if eps is None else str(eps), "lower": args.lower}
     if args.model is not None:
         if args.heads or args.synthetic or args.beta:
             raise CompareError("--model compares a model's heads: give no HEAD files, --synthetic or --beta with it")
-        args.multipliers, args.scheduler = "1", None
+        args.multipliers = "1"
         _, heads, model_meta = read_model_heads(args, [Fraction(1)], os.path.join("data", "compare"))
         meta = {**model_meta, **meta}
     else:
@@ -248,7 +254,7 @@ def compare_heads(args, heads, methods, eps, meta):
         bar = tqdm(total=len(heads), initial=len(done), desc="certkit compare", unit="head", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        for i, new in run_tasks(compare_head, tasks, args.workers):
+        for i, new in run_tasks(compare_head, tasks, args.workers, args.scheduler):
             done[i] = new
             write_summary(meta, [r for j in sorted(done) for r in done[j]], args.out, eps)   # nothing lost
             if bar is not None:
