@@ -6,6 +6,7 @@ in tmp_path (self-contained: every image a data: URL, no address), and bad folde
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -15,6 +16,8 @@ import pytest
 
 from certkit import cli
 from certkit.commands.calibrate import configs, report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 stats = pytest.importorskip("scipy.stats")
 MS = ["1/4", "1", "4"]
@@ -323,3 +326,16 @@ def test_report_help_and_lazy_imports():
            "print(sorted(m for m in ('matplotlib', 'scipy', 'torch') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_report_of_the_committed_long_context_growth_law(tmp_path):
+    """A folder of `scale --families causal-real` alone (causal-real.md, .csv, the plot) is a scale report."""
+    src = os.path.join(ROOT, "data", "scaling", "long-context")
+    out = tmp_path / "g"
+    os.makedirs(out)
+    for f in ("causal-real.md", "causal-real.csv", "causal-real.png"):
+        shutil.copy(os.path.join(src, f), out / f)
+    r = subprocess.run([sys.executable, "-m", "certkit", "report", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    assert self_contained(page) == 1 and "l18-h8" in page and "growth law" in page

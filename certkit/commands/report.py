@@ -6,7 +6,8 @@ folder (docs/report.md).
   beside ours, the figures (made when missing) and the per-configuration rows;
 * certify (summary.json: a list of rows, or {"meta", "rows"} with --model): what was run, the
   sandwiches, their statistics, a sandwich figure and the rows;
-* scale (summary.json with "slopes"): scaling.md / causal.md rendered, every figure;
+* scale (summary.json with "slopes", or points / causal / causal-real csv): scaling.md / causal.md /
+  causal-real.md rendered, every figure;
 * compare (summary.json with "cheapest"): what was run, summary.md rendered, every figure.
 Figures are embedded as base64 PNG; no external CSS, script, font or URL.  The page has no date,
 so rebuilding it from the same folder gives the same bytes.  The figure style and the number
@@ -197,11 +198,11 @@ def kind_of(folder):
         rows = s.get("rows") if isinstance(s, dict) else s
         if isinstance(rows, list) and all(isinstance(r, dict) and "lower" in r and "upper" in r for r in rows):
             return "certify"
-    if has("points.csv") and (has("slopes.csv") or has("scaling.md")) or has("causal.csv"):
+    if has("points.csv") and (has("slopes.csv") or has("scaling.md")) or has("causal.csv") or has("causal-real.csv"):
         return "scale"
     raise ReportError(f"{folder}: not an output folder of certkit calibrate (meta.json with configs/ or "
                       f"results.json), certify (summary.json with sandwich rows), scale (summary.json with slopes, "
-                      f"or points.csv) or compare (summary.json with cheapest)")
+                      f"or points.csv, causal.csv, causal-real.csv) or compare (summary.json with cheapest)")
 
 
 # ---------------------------------------------------------------- calibrate
@@ -403,7 +404,7 @@ def scale_html(folder, row_limit):
         cols = ["family", "dim", "theory", "slope", "ci95", "rel_error", "within_tolerance", "points", "verified"]
         fmtv = lambda v: (f"[{v[0]:.5g}, {v[1]:.5g}]" if isinstance(v, list) else f"{v:.5g}" if isinstance(v, float) else v)
         parts += ["<h2>Slopes</h2>", table(cols, [[fmtv(x.get(c)) for c in cols] for x in s["slopes"]])]
-    for md in ("scaling.md", "causal.md"):
+    for md in ("scaling.md", "causal.md", "causal-real.md"):
         if os.path.exists(os.path.join(folder, md)):
             parts.append(markdown(read_text(os.path.join(folder, md)), row_limit, md, shift=1))
     if os.path.exists(os.path.join(folder, "points.csv")):
