@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import UserError
 from .head import Head, RowMask
+from .numbers import parse_indices
 
 QUANT_LEVELS = {"int8": 127, "int4": 7}      # symmetric round-to-nearest: integers in [-L, L]
 DROP = -4096.0       # the logit bias that removes a key from one query's softmax (see drop_keys)
@@ -235,7 +236,10 @@ def parse_methods(text: str) -> list[Method]:
             if key == "of":
                 fixed[key] = val
             elif key == "keep":
-                fixed[key] = tuple(_index_list(val, part))
+                kept = parse_indices(val, f"--method {part!r}: keep")
+                if kept == "all":
+                    raise MethodError(f"--method {part!r}: keep=all keeps every key (nothing is evicted)")
+                fixed[key] = tuple(kept)
             elif ".." in val:
                 if ranged:
                     raise MethodError(f"--method {part!r}: only one range per method")
@@ -275,11 +279,3 @@ def _doubling(val: str, part: str) -> list[int]:
     while out[-1] * 2 <= hi:
         out.append(out[-1] * 2)
     return out if out[-1] == hi else out + [hi]
-
-
-def _index_list(val: str, part: str) -> list[int]:
-    out: list[int] = []
-    for piece in filter(None, val.split(",")):
-        a, dash, b = piece.partition("-")
-        out.extend(range(_int(a, part), _int(b, part) + 1) if dash else [_int(a, part)])
-    return out

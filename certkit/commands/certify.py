@@ -270,10 +270,11 @@ def rerun_command(args, meta):
     return shlex.join(parts)
 
 
-def finished_heads(out, meta, hs):
-    """{index: rows} of the heads hs already certified in out by a run with the same settings
-    (meta[RUN_SETTINGS]): those whose rows.json exists and names certificates that exist.  A folder
-    holding a run with other settings is refused (CertifyError naming the first difference)."""
+def finished_heads(out, meta, hs, settings=RUN_SETTINGS, file_keys=("lower_file", "upper_file"), error=CertifyError):
+    """{index: rows} of the heads hs already done in out by a run with the same settings (meta[k] for
+    k in settings): those whose rows.json exists and names (under file_keys) files that exist.  A
+    folder holding a run with other settings is refused (error naming the first difference).  Shared
+    by certify --model and compare."""
     path = os.path.join(out, "summary.json")
     if not os.path.exists(path):
         return {}
@@ -281,11 +282,11 @@ def finished_heads(out, meta, hs):
         with open(path) as f:
             before = json.load(f).get("meta") or {}
     except (OSError, ValueError, AttributeError):
-        raise CertifyError(f"--out {out}: holds an unreadable summary.json; give another --out or remove it") from None
-    for k in RUN_SETTINGS:
+        raise error(f"--out {out}: holds an unreadable summary.json; give another --out or remove it") from None
+    for k in settings:
         if before.get(k) != meta.get(k):
-            raise CertifyError(f"--out {out}: holds a run with {k} = {before.get(k)!r}, not {meta.get(k)!r}; "
-                               f"give another --out (or remove that folder) to start anew")
+            raise error(f"--out {out}: holds a run with {k} = {before.get(k)!r}, not {meta.get(k)!r}; "
+                        f"give another --out (or remove that folder) to start anew")
     done = {}
     for i, h in enumerate(hs):
         try:
@@ -293,7 +294,7 @@ def finished_heads(out, meta, hs):
                 rows = json.load(f)
         except (OSError, ValueError):
             continue
-        files = [r.get(k) for r in rows for k in ("lower_file", "upper_file") if r.get(k)]
+        files = [r.get(k) for r in rows for k in file_keys if r.get(k)]
         if rows and all(os.path.exists(os.path.join(out, f)) for f in files):
             done[i] = rows
     return done

@@ -26,9 +26,10 @@ from ..head import Head
 from ..numbers import decimal, parse_beta, parse_distance, tag
 from ..outputs import FolderLock, write_atomic
 from ..search import writer
-from .certify import parse_synthetic, read_model_heads
+from .certify import HEAD_ROWS, finished_heads, parse_synthetic, read_model_heads
 
-HEAD_ROWS = "rows.json"            # a finished head's rows, beside its certificates
+# the settings that decide a compare run's certificates: a rerun into the same --out resumes only with the same
+RUN_SETTINGS = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length")
 COLUMNS = ["head", "layer", "head_index", "method", "family", "cost", "certified", "certified_float", "estimate",
            "kernel_bound", "verdict", "lower", "lower_eps", "file", "seconds"]
 
@@ -127,9 +128,8 @@ def method_statistics(rows, eps):
     """Markdown table lines: per method, over the heads, the median, 90th percentile and largest
     certified distance and (with eps) on how many heads it is the cheapest setting within eps."""
     import numpy as np
-    wins = {} if eps is None else {c["cheapest"]: 0 for c in cheapest(rows, eps)}
-    for c in [] if eps is None else cheapest(rows, eps):
-        wins[c["cheapest"]] += 1
+    best = [] if eps is None else cheapest(rows, eps)
+    wins = {m: sum(c["cheapest"] == m for c in best) for m in {c["cheapest"] for c in best}}
     head = "| method | heads | median | p90 | max |" + (f" cheapest within {eps} |" if eps is not None else "")
     lines = [head, "|---" * (5 + (eps is not None)) + "|"]
     for m in dict.fromkeys(r["method"] for r in rows):
@@ -138,8 +138,7 @@ def method_statistics(rows, eps):
         lines.append(f"| {m} | {len(v)} | {np.median(v):.3g} | {np.quantile(v, 0.9):.3g} | {v.max():.3g} |"
                      + (f" {wins.get(m, 0)} |" if eps is not None else ""))
     if eps is not None:
-        fams = dict.fromkeys(c["family"] for c in cheapest(rows, eps))
-        none = {f: sum(c["cheapest"] is None for c in cheapest(rows, eps) if c["family"] == f) for f in fams}
+        none = {f: sum(c["cheapest"] is None for c in best if c["family"] == f) for f in dict.fromkeys(c["family"] for c in best)}
         lines += ["", f"Heads where no setting is within {eps}: " + ", ".join(f"{f} {k}" for f, k in none.items()) + "."]
     return lines
 
@@ -245,7 +244,7 @@ def command_line(args):
 
 def compare_heads(args, heads, methods, eps, meta):
     from ..parallel import run as run_tasks
-    done = finished(args.out, meta, heads)
+    done = finished_heads(args.out, meta, heads, RUN_SETTINGS, ("file",), CompareError)
     tasks = [{"index": i, "head": h, "out": args.out, "methods": methods, "eps": eps, "lower": args.lower}
              for i, h in enumerate(heads) if i not in done]
     bar = None
@@ -280,27 +279,3 @@ def compare_heads(args, heads, methods, eps, meta):
     print(f"{len(rows)} certified distances ({len(heads)} heads) in {time.perf_counter() - t0:.1f} s; certificates "
           f"and summary.md/json/csv under {args.out}", file=sys.stderr)
     return 0 if all(r["certified"] is not None for r in rows) else 1
-
-
-def finished(out, meta, heads):
-    """{index: rows} of the heads already compared in out by a run with the same settings."""
-    try:
-        with open(os.path.join(out, "summary.json")) as f:
-            before = json.load(f).get("meta") or {}
-    except (OSError, ValueError, AttributeError):
-        return {}
-    same = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length")
-    if any(before.get(k) != meta.get(k) for k in same):
-        k = next(k for k in same if before.get(k) != meta.get(k))
-        raise CompareError(f"--out {out}: holds a run with {k} = {before.get(k)!r}, not {meta.get(k)!r}; "
-                           "give another --out (or remove that folder)")
-    done = {}
-    for i, h in enumerate(heads):
-        try:
-            with open(os.path.join(out, h.name, HEAD_ROWS)) as f:
-                rows = json.load(f)
-        except (OSError, ValueError):
-            continue
-        if all(r["file"] is None or os.path.exists(os.path.join(out, r["file"])) for r in rows):
-            done[i] = rows
-    return done

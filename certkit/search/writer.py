@@ -105,7 +105,7 @@ def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, i
         claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
         inst["replacement"] = instance_json(w, replacement, "replacement.")
     doc = {
-        "format": FORMAT, "version": version_of(head, *[replacement] * (replacement is not None)), "kind": kind,
+        "format": FORMAT, "version": version_of(*(h for h in (head, replacement) if h is not None)), "kind": kind,
         "claim": claim,
         "instance": inst,
         "witness": {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()},
