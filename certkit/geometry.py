@@ -49,7 +49,8 @@ from .numbers import parse_beta
 from .kernel.numerics import U as _u, ETA, gamma, inflate, singular_value_bounds, sum_up
 
 __all__ = [
-    "frame", "visible_dimension", "visible_pairs", "chebyshev_centre", "diameter", "profile_geometry", "ProfileGeometry",
+    "frame", "visible_dimension", "visible_pairs", "chebyshev_centre", "diameter", "profile_geometry",
+    "ProfileGeometry",
     "residual_profile", "ResidualRow", "centred_bias", "absorb_bias", "biased_rank_lower", "LazyProfile",
     "ResidualProfile", "r_svd_int", "r_opt", "gibbs_form",
 ]

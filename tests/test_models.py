@@ -402,12 +402,12 @@ def test_calibrate_a_decoder_folder(folders, tmp_path, capsys):
     assert "R_sym —: not applicable, the head has a row mask" in (out / "report.html").read_text()
 
 
-def test_calibrate_a_sliding_window_decoder_in_memory(folders):
+def test_calibrate_a_sliding_window_decoder_in_memory(folders, tmp_path):
     """The same grid from Python: Mistral's sliding window (12 keys) is recorded, and rows whose
     key sets are windows give the masked visible dimension."""
     from certkit.commands.calibrate import calibrate
     res = calibrate(model=folders["mistral"], tokens=TOKENS, layers="1", heads="0", lengths="20",
-                    multipliers="1", eps="1/4")
+                    multipliers="1", eps="1/4", out=tmp_path / "cal")
     (row,) = res.rows
     assert row["mask"] == "window(i, 12)" and row["R_sym"] is None and row["R_sym_applicable"] is False
     assert res.summary["R_sym_not_applicable"] == 1 and res.summary["masked"] == 1

@@ -179,7 +179,7 @@ def run(args):
     print(f"r_SVD_int < r_exact in {share} of full-dimensional configurations (r_exact = min(d_head, n - 1); "
           f"paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
     if s.get("R_sym_not_applicable"):
-        print(f"R_sym: - (not applicable) in {s['R_sym_not_applicable']} configurations: row-masked heads (a decoder); "
-              f"r_exact there is the masked visible dimension (docs/mathematics.md §4.5)")
+        print(f"R_sym: - (not applicable) in {s['R_sym_not_applicable']} configurations: row-masked heads "
+              f"(a decoder); r_exact there is the masked visible dimension (docs/mathematics.md §4.5)")
     print(f"{time.perf_counter() - t0:.1f} s; summary in {out}/SUMMARY.md", file=sys.stderr)
     return 0

@@ -182,7 +182,8 @@ def refresh(task):
         t0 = time.perf_counter()
         h = h0.replace(beta=scaled(h0, Fraction(m)))
         fields, curves, _ = bridge(h, [r["eps"] for r in g["rows"]], geo)
-        keep = ("R_sym", "R_sym_r", "R_sym_applicable", "R_con", "upper_method", "lower", "lower_kind", "certificates", "seconds")
+        keep = ("R_sym", "R_sym_r", "R_sym_applicable", "R_con", "upper_method", "lower", "lower_kind", "certificates",
+                "seconds")
         g["rows"] = [row_of(p, Fraction(m), h, Fraction(r["eps"]), fields[r["eps"]], {k: r[k] for k in keep if k in r})
                      for r in g["rows"]]
         g.update(curves)
