@@ -208,7 +208,9 @@ def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices
               tokens: Sequence[int] | None = None) -> CalibrateResult:
     """The real-model calibration grid (docs/mathematics.md §4-§7 on pretrained heads): per
     (length, layer, head, multiplier m, eps) r_exact, r_SVD_int, r_opt, R_sym and the certified
-    sandwich, at beta = m/sqrt(d_head).  model: "minilm", "mpnet" or a local BERT-family folder;
+    sandwich, at beta = m/sqrt(d_head).  model: "minilm", "mpnet", "smollm2", a local folder of any
+    family certify --model reads or a GGUF file (a decoder keeps its row mask: r_exact is the masked
+    visible dimension of docs/mathematics.md §4.5 and R_sym is None, R_sym_applicable False);
     layers, heads: "all", "0-6", "0,3,5" or lists of indices; lengths, multipliers, eps: lists or
     comma-separated text, exact (0.15 means 3/20).  out: the folder of configs, certificates,
     results.{csv,json} and SUMMARY.md (plots=True adds the figures); finished groups found there

@@ -202,17 +202,21 @@ COMMANDS = {
         "certkit.commands.scale", extras=("search", "plots")),
     "calibrate": Command(
         "real-model calibration: visible dimension, SVD bridge, chain and certified sandwiches per head",
-        "The paper's real-model study on pretrained encoders loaded offline: per head, sequence length, "
+        "The paper's real-model study on pretrained models loaded offline (encoders, and decoders from a "
+        "folder, a GGUF file or smollm2): per head, sequence length, "
         "temperature multiplier and eps, the visible dimension r_exact, r_SVD_int(eps/3), r_opt, the symbolic "
         "chain bound R_sym, and kernel-VERIFIED constructive upper (R_con) and lower bounds; then the summary "
         "statistics (Spearman with a bootstrap interval, the share of full-dimensional heads whose "
         "r_SVD_int < r_exact, sandwiches) beside the paper's numbers, with plots. Resumable: finished "
-        "configurations are kept under DIR/configs and skipped on a rerun.",
+        "configurations are kept under DIR/configs and skipped on a rerun. A decoder's heads carry their "
+        "causal (or sliding-window) row mask: r_exact is then the masked visible dimension "
+        "(docs/mathematics.md §4.5) and R_sym is not applicable (a dash in the rows).",
         "Exit status: 0 done, 4 internal error, 64 bad input or model not installed, 69 an extra is missing "
         "('models', 'search', 'plots'), 73 --out cannot be written or another certkit run is writing there "
         "(--wait waits for it), 130 interrupted.\n"
         "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
-        "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal",
+        "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal\n"
+        "  certkit calibrate --model smollm2 --layers 0 --heads 0-2 --lengths 64 --multipliers 1 --eps 1/4",
         "certkit.commands.calibrate", extras=("search", "plots", "models")),
     "report": Command(
         "a self-contained report.html for a calibrate, certify, scale or compare output folder",

@@ -138,6 +138,31 @@ def test_cli_certify_a_gguf_file_records_its_provenance(tiny, tmp_path, capsys):
     assert all(r["lower"] <= r["upper"] for r in s["rows"])
 
 
+def test_cli_calibrate_a_gguf_file_equals_its_folder(tiny, tmp_path, capsys):
+    """calibrate --model FILE.gguf on the built-in text (the file's own tokenizer) and on token ids:
+    decoder heads with their causal mask, the GGUF file named by its file name and sha256, and the
+    same rows as the folder of the same weights (the heads are the same floats)."""
+    folder, path, _ = tiny
+    (tmp_path / "ids.txt").write_text(" ".join(map(str, TOKENS)))
+    grid = ["--layers", "1", "--heads", "2", "--lengths", "24", "--multipliers", "1", "--eps", "1/4", "--no-plots"]
+    rows = {}
+    for name, spec in (("gguf", path), ("folder", folder)):
+        out = tmp_path / name
+        assert main(["calibrate", "--model", str(spec), "--tokens", str(tmp_path / "ids.txt"), *grid,
+                     "--out", str(out)]) == 0, capsys.readouterr().err
+        rows[name] = json.loads((out / "results.json").read_text())["rows"]
+    drop = lambda r: {k: v for k, v in r.items() if k not in ("model", "seconds")}
+    assert [drop(r) for r in rows["gguf"]] == [drop(r) for r in rows["folder"]]
+    (row,) = rows["gguf"]
+    assert row["mask"] == "causal(i)" and row["R_sym"] is None and row["lower"] <= row["R_con"]
+    meta = json.loads((tmp_path / "gguf" / "meta.json").read_text())
+    assert meta["model"] == "tiny" and meta["info"]["file"] == "tiny.gguf" and len(meta["info"]["sha256"]) == 64
+    out = tmp_path / "builtin"                       # no --tokens: the built-in text, tokenised by the file
+    assert main(["calibrate", "--model", str(path), *grid, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads((out / "meta.json").read_text())["text"] == "pydoc_data.topics (sorted keys)"
+    assert main(["verify", "-q", str(out / "certificates")]) == 0
+
+
 @pytest.mark.parametrize("damage, needle", [
     ("truncated", "not a valid GGUF file"),
     ("garbage", "not a GGUF file (no GGUF magic number)"),

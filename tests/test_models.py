@@ -369,7 +369,45 @@ def test_cli_unsupported_folder_and_options_without_model(tmp_path, capsys):
     assert "--length needs --model" in capsys.readouterr().err
 
 
-def test_calibrate_refuses_a_decoder(folders):
+def test_calibrate_a_decoder_folder(folders, tmp_path, capsys):
+    """calibrate --model on a decoder folder, as a user runs it: the heads keep their causal mask,
+    r_exact is the masked visible dimension (docs/mathematics.md §4.5: at L = 8 with d_head = 8 only
+    rows 1..7 see two keys, so r_M <= 6 where the unmasked r is 7), R_sym is not applicable (a dash
+    with its legend, no chain certificate attempted), and every certificate is VERIFIED."""
+    from certkit import geometry
+    np.save(tmp_path / "t.npy", TOKENS)
+    out = tmp_path / "cal"
+    code = main(["calibrate", "--model", folders["llama"], "--tokens", str(tmp_path / "t.npy"), "--layers", "1",
+                 "--heads", "0,3", "--lengths", "8,16", "--multipliers", "1,2", "--eps", "1/4", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "R_sym: - (not applicable) in 8 configurations: row-masked heads" in printed.out
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert len(rows) == 8 and {r["mask"] for r in rows} == {"causal(i)"}
+    for L in (8, 16):
+        for h in heads_from_model(folders["llama"], tokens=TOKENS, length=L, layers=[1], heads=[0, 3]):
+            masked = geometry.visible_dimension(h.queries, h.keys, mask=h.mask)
+            sel = [r for r in rows if r["L"] == L and r["head"] == h.provenance["head"]]
+            assert len(sel) == 2 and all(r["r_exact"] == masked["r_num"] for r in sel)
+            assert all(r["r_exact_certified_lower"] == masked["r_exact_lower"] for r in sel)
+            if L == 8:
+                assert masked["r_num"] == 6 == sel[0]["r_exact_max"] and geometry.visible_dimension(h.queries, h.keys)["r_num"] == 7
+    assert all(r["R_sym"] is None and r["R_sym_applicable"] is False and r["lower"] <= r["R_con"] for r in rows)
+    summary = (out / "SUMMARY.md").read_text()
+    assert "Row mask: causal(i) in 8 configurations" in summary and "R_sym: — (not applicable) in 8" in summary
+    files = sorted((out / "certificates").rglob("*.json"))
+    assert len(files) == 16 and not any(f.name.endswith(".chain.json") for f in files)
+    assert all(check(str(f)).status == "VERIFIED" and "row_mask" in f.read_text() for f in files)
+    assert main(["report", str(out)]) == 0
+    assert "R_sym —: not applicable, the head has a row mask" in (out / "report.html").read_text()
+
+
+def test_calibrate_a_sliding_window_decoder_in_memory(folders, tmp_path):
+    """The same grid from Python: Mistral's sliding window (12 keys) is recorded, and rows whose
+    key sets are windows give the masked visible dimension."""
     from certkit.commands.calibrate import calibrate
-    with pytest.raises(UserError, match="is a decoder"):
-        calibrate(model=folders["llama"], lengths=[16], out=None)
+    res = calibrate(model=folders["mistral"], tokens=TOKENS, layers="1", heads="0", lengths="20",
+                    multipliers="1", eps="1/4", out=tmp_path / "cal")
+    (row,) = res.rows
+    assert row["mask"] == "window(i, 12)" and row["R_sym"] is None and row["R_sym_applicable"] is False
+    assert res.summary["R_sym_not_applicable"] == 1 and res.summary["masked"] == 1

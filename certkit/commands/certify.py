@@ -364,12 +364,12 @@ def certify_heads(args, heads, eps_list, peers):
 
 def model_rows(head, rows):
     """Summary rows of a model head: certify_head's rows with the layer, head, key head,
-    multiplier, mask, visible dimension (certkit.geometry on Q and the kept K) and the
-    reconstruction error against the model's own attention."""
+    multiplier, mask, visible dimension (certkit.geometry on Q and the kept K; under a decoder's row
+    mask the masked one, docs/mathematics.md §4.5) and the reconstruction error against the model's
+    own attention."""
     from .. import geometry
-    from ..search.chain import kept_keys
     p = head.provenance
-    vis = geometry.visible_dimension(head.queries, kept_keys(head))
+    vis = geometry.visible_dimension(head.queries, head.keys, weights=head.weights, mask=head.mask)
     extra = {"layer": p["layer"], "head_index": p["head"], "kv_head": p["kv_head"], "multiplier": p["multiplier"],
              "mask": None if head.mask is None else str(head.mask), "visible_dimension": int(vis["r_num"]),
              "visible_dimension_certified_lower": int(vis["r_exact_lower"]),
@@ -407,7 +407,9 @@ def model_markdown(meta, rows, peers):
             f"Every bound is a kernel-VERIFIED certificate under `<head>/eps-<eps>.{{lower,upper}}.json`. beta is the "
             f"model's own scale times m. Reconstruction: max |head.attention() - the model's own attention "
             f"probabilities| ({m['dtype']}), at most {m['reconstruction_max_abs_diff']:.2g} over the heads. Visible "
-            f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets). "
+            f"dimension: numerical rank of the doubly centred logits (certified lower bound in brackets); for a "
+            f"row-masked head the masked visible dimension r_M of docs/mathematics.md §4.5 (the query differences "
+            f"of the rows that see two keys against the differences of keys some row sees together). "
             f"{PEER_LEGEND[0].upper() + PEER_LEGEND[1:]}.", "",
             stats, ""] + ([budget_summary(rows), ""] if budgeted else []) + \
            [f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]

@@ -239,9 +239,14 @@ def calibrate_html(folder, row_limit):
            (["r_exact_bias", "r_svd_int_bias"] if cr.has_bias_bridge(rows) else []) + \
            ["r_opt", "lower", "R_con", "R_sym", "Gamma"] + (["sink_mass"] if any("sink_mass" in r for r in rows) else [])
     value = lambda v: f"{v:.4g}" if isinstance(v, float) else v
+    na = lambda r, c: c == "R_sym" and r.get("R_sym_applicable") is False      # a row-masked head: no chain
+    masked = any(na(r, "R_sym") for r in rows)
     parts += ["<h2>Configurations</h2>",
-              f"<p>{len(rows)} configurations (one per length, head, multiplier and ε).</p>",
-              table(cols, [[value(r.get(c)) for c in cols] for r in rows], row_limit, "results.csv / results.json")]
+              f"<p>{len(rows)} configurations (one per length, head, multiplier and ε)."
+              + (" R_sym —: not applicable, the head has a row mask (the symbolic chain assumes one key set shared by "
+                 "every row; docs/mathematics.md §4.5)." if masked else "") + "</p>",
+              table(cols, [["—" if na(r, c) else value(r.get(c)) for c in cols] for r in rows], row_limit,
+                    "results.csv / results.json")]
     title = f"certkit calibrate: {meta['model']} ({meta['info']['layers']} layers × {meta['info']['heads']} heads)"
     return title, "\n".join(parts), nfig, len(rows)
 

