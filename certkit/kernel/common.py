@@ -5,10 +5,12 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .fp import U, ETA, gamma, inflate, sum_up, arb_up
+from .fp import U, ETA, gamma, inflate, sum_up, arb_up, arb_to_fraction_lower
 from .load import array, Instance
-from .rows import enclose
+from .rows import enclose, CHUNK, PRECS
 from .verdict import Malformed, Rejected, Unsupported
+
+AUTO_ARB = 1 << 20          # route auto: Arb re-checks the rows fast leaves open if they hold at most 2^20 entries
 
 
 def indices(x: object, path: str, base_dir: str, upper: int | None, length: int | None = None, lower: int = 0,
@@ -59,10 +61,28 @@ class Decoder:
         return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
-def max_row_bound(inst, route, row_bound):
-    """(e, i): the largest of the per-row upper bounds row_bound(idx, m, rho) over all rows, its row."""
-    err = np.concatenate([row_bound(idx, m, rho) for idx, m, rho in enclose(inst, None, route)])
-    return float(np.max(err)), int(np.argmax(err))          # rows 0..n-1 in order
+def max_row_bound(inst, route, fast_bound, arb_bound, eps=None):
+    """(e, i, used): the largest of proven upper bounds e_i >= ||A_i - B_i||_1, its row, the route that proved
+    them.  fast: fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx) -> Arb balls of the row
+    errors (from arb_rows' balls) at PRECS in turn; auto: fast, then arb on the rows whose fast bound is not
+    below float(eps), if they hold at most AUTO_ARB entries.  A row leaves the Arb loop once its bound is below
+    float(eps); all do at a row certainly above eps.  Sound in any mix: each e_i is the min of proven bounds."""
+    err = np.full(inst.n, np.inf)
+    if route != "arb":
+        err = np.concatenate([fast_bound(idx, m, rho) for idx, m, rho in enclose(inst, None, "fast")])
+    cut = np.inf if eps is None else float(eps)
+    todo = np.flatnonzero(~(err < cut))
+    if route == "fast" or (route == "auto" and len(todo) * inst.N > AUTO_ARB):
+        todo = todo[:0]
+    used, step = route if len(todo) else "fast", max(1, CHUNK // inst.N)
+    for prec in PRECS:
+        with flint.ctx.workprec(prec):
+            balls = [b for s in range(0, len(todo), step) for b in arb_bound(todo[s:s + step])]
+        err[todo] = np.minimum(err[todo], [arb_up(b) for b in balls])
+        if eps is not None and any(arb_to_fraction_lower(b) > eps for b in balls):
+            break                                           # a row certainly above eps: no precision helps
+        todo = todo[~(err[todo] < cut)]
+    return float(np.max(err)), int(np.argmax(err)), used
 
 
 def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: Decoder | None = None) -> tuple:
@@ -73,27 +93,24 @@ def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: D
     return tuple(np.concatenate(c) for c in zip(*parts))
 
 
-def arb_row_l1(D, add):
-    """Floats >= sum_j |D_ij| + add_i, D an arb_mat: the rows' l1 norms in Arb, no float rounding."""
-    return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
+def arb_l1(X, Y):
+    """Balls of sum_j |X_ij - Y_ij| per row, X and Y lists of rows of Arb balls (or exact numbers)."""
+    return [sum((abs(x - y) for x, y in zip(r, t)), flint.arb(0)) for r, t in zip(X, Y)]
 
 
-def row_distance(m, m2, add, route, step):
-    """Floats >= ||m_i - m2_i||_1 + add_i per row: in Arb on route arb; else from fl(m - m2) =
-    (m - m2)(1 + d), |d| <= u (a difference of floats never underflows inexactly), summed upward."""
-    if route == "arb":
-        with flint.ctx.workprec(192):
-            return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(m2.tolist()), add)
+def row_distance(m, m2, add, step):
+    """Floats >= ||m_i - m2_i||_1 + add_i per row, from fl(m - m2) = (m - m2)(1 + d), |d| <= u (a difference
+    of floats never underflows inexactly), summed upward."""
     return finite(inflate(sum_up(np.abs(m - m2), axis=1) * (1 + 2 * U) + add, 4), step)
 
 
 def row_error_within(worst_row, eps, step, B):
-    """The proven bound worst of (worst, row) = max_i ||A_i - B_i||_1, if certainly <= eps (decided
-    exactly; NaN/inf never); else Rejected(step)."""
-    worst, row = worst_row
+    """(worst, used) of (worst, row, used), worst a proven bound of max_i ||A_i - B_i||_1, if certainly
+    <= eps (decided exactly; NaN/inf never); else Rejected(step)."""
+    worst, row, used = worst_row
     if not (np.isfinite(worst) and Fraction(worst) <= eps):
         raise Rejected(step, f"certified max_i ||A_i - {B}||_1 <= {worst:.6g} (row {row}) vs claimed eps = {eps}")
-    return worst
+    return worst, used
 
 
 def finite(x, step):

@@ -10,7 +10,8 @@ from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule
 # distance; enclosure None: the route's (ROUTE_ENCLOSURES)
 Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
-ROUTE_ENCLOSURES = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
+ROUTE_ENCLOSURES = {"auto": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp; arb balls where fast is open)",
+                    "fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
                     "arb": "softmax-enclosure(arb balls)"}
 KINDS = {k.name: k for k in (
     Kind("upper-factorization", "<=", ("factor-rank",), rule_factorization.check, "matrix", None),

@@ -7,8 +7,9 @@ Every rule works from these (proofs/softmax-enclosure.md).  Two routes:
   the roundings; proofs/fp-rounding.md), Cohen–Fausti turning it into an l1 bound
   (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and the softmax
   normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
-* arb: Arb balls for every A_ij, row by row (python-flint); m_ij = float(midpoint),
-  rho_i = sum_j (radius_ij + |midpoint_ij - m_ij|), rounded up.
+* arb: Arb balls for every A_ij (arb_rows; python-flint, at the caller's precision).  The max-row
+  rules bound ||A_i - B_i||_1 from the balls themselves (common.max_row_bound); the lower bounds take
+  m_ij = float(midpoint), rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
 
 Entries of dropped columns (weight 0) are exactly 0 in A and in m.  Per entry, and for the
 mass of any column set C, |A_i(C) - m_i(C)| <= rho_i.
@@ -22,7 +23,8 @@ from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import U, ETA, gamma, inflate, float_up, arb_up
 from .verdict import Rejected
 
-BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk
+BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk (and per Arb block)
+PRECS = (128, 256, 512, 1024)        # the Arb route's working precisions in bits, tried in turn (common.max_row_bound)
 
 
 def rho_softmax(N):
@@ -106,40 +108,54 @@ class _Prepared:
         return l, self.delta(idx, biasmax) + self.rho_sm
 
 
-def _arb_block(inst, prep, idx):
-    """Arb reference route for rows idx: (m, rho); masked entries are exactly 0."""
-    m, rho, vis = np.zeros((len(idx), prep.Nk)), np.empty(len(idx)), prep.visible(idx)
-    with flint.ctx.workprec(120):
-        if not hasattr(prep, "arb_Kt"):             # once per instance
-            prep.arb_Kt = flint.arb_mat(prep.Kt.tolist())
-        S = flint.arb_mat(inst.Q[idx].tolist()) * prep.arb_Kt
-        bias = prep.bias_rows(idx)
-        for a in range(len(idx)):
+def arb_rows(inst):
+    """rows(idx): A's rows idx as lists of N Arb balls at the caller's working precision (dropped or masked
+    entries exactly 0; proofs/softmax-enclosure.md (4)): exact float inputs, Q K^T an Arb product, the
+    balls of beta and log w_j, exp, sum and division in Arb."""
+    once = []
+
+    def rows(idx):
+        if not once:                    # at the first call: route auto may never need it
+            once[:] = [_Prepared(inst)]
+            once.append(flint.arb_mat(once[0].Kt.tolist()))      # exact
+        prep, kt = once
+        S, vis, bias = (flint.arb_mat(inst.Q[idx].tolist()) * kt).table(), prep.visible(idx), prep.bias_rows(idx)
+        logw = [0] * prep.Nk if inst.weights is None else [flint.arb(w).log() for w in inst.weights[prep.kept].tolist()]
+        out = []
+        for a, s in enumerate(S):
             js = np.flatnonzero(vis[a]).tolist()
-            row = [inst.beta.ball * S[a, j] + (0 if prep.logw is None else prep.logw[j])
-                   + (0 if bias is None else float(bias[a, j])) for j in js]
-            shift = flint.arb(max(float(x.mid()) for x in row))
-            e = [(x - shift).exp() for x in row]
-            Z = sum(e[1:], e[0])
-            A = [x / Z for x in e]
-            m[a, js] = [float(x.mid()) for x in A]
-            rho[a] = arb_up(sum((abs(x - flint.arb(f)) for x, f in zip(A, m[a, js].tolist())), flint.arb(0)))
-    return m, rho
+            x = [inst.beta.ball * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
+            shift = flint.arb(max(float(v.mid()) for v in x))
+            e = [(v - shift).exp() for v in x]
+            Z, row = sum(e[1:], e[0]), [flint.arb(0)] * inst.N
+            for j, v in zip(prep.cols[js].tolist(), e):
+                row[j] = v / Z
+            out.append(row)
+        return out
+    return rows
 
 
 def enclose(inst, rows=None, route="fast"):
     """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
-    (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx."""
-    prep = _Prepared(inst)
+    (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx.  Route arb: the
+    balls of arb_rows at PRECS[0] bits, m_ij = float(midpoint), rho_i >= sum_j |A_ij - m_ij| in Arb."""
+    prep, arb = _Prepared(inst), None if route == "fast" else arb_rows(inst)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
-    for s in range(0, len(rows), BLOCK):
-        idx = rows[s:s + BLOCK]
-        m, rho = prep.block(idx) if route == "fast" else _arb_block(inst, prep, idx)
+    step = BLOCK if arb is None else max(1, CHUNK // inst.N)
+    for s in range(0, len(rows), step):
+        idx = rows[s:s + step]
+        if arb is None:
+            m, rho = prep.block(idx)
+            if prep.kept is not None:
+                full = np.zeros((len(idx), inst.N))
+                full[:, prep.kept] = m
+                m = full
+        else:
+            with flint.ctx.workprec(PRECS[0]):
+                A = arb(idx)
+                m = np.array([[float(x.mid()) for x in r] for r in A])
+                rho = np.array([arb_up(sum((abs(x - flint.arb(f)) for x, f in zip(r, mr)), flint.arb(0)))
+                                for r, mr in zip(A, m.tolist())])
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(rho))):
             raise Rejected("enclosure", "non-finite value in the row enclosure (overflow)")
-        if prep.kept is not None:
-            full = np.zeros((len(idx), inst.N))
-            full[:, prep.kept] = m
-            m = full
         yield idx, m, rho
-
