@@ -62,18 +62,14 @@ class Decoder:
 
 
 def max_row_bound(inst, route, fast_bound, arb_bound, eps=None):
-    """(e, i, used): the largest of proven upper bounds e_i >= ||A_i - B_i||_1, its row, the route that proved
-    them.  fast: fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx) -> Arb balls of the row
-    errors (from arb_rows' balls) at PRECS in turn; auto: fast, then arb on the rows whose fast bound is not
-    below float(eps), if they hold at most AUTO_ARB entries.  A row leaves the Arb loop once its bound is below
-    float(eps); all do at a row certainly above eps.  Sound in any mix: each e_i is the min of proven bounds."""
-    err = np.full(inst.n, np.inf)
-    if route != "arb":
-        err = np.concatenate([fast_bound(idx, m, rho) for idx, m, rho in enclose(inst, None, "fast")])
+    """(e, i, used): the largest of proven bounds e_i >= ||A_i - B_i||_1, its row, the route used.  fast:
+    fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx) -> Arb balls of the row errors (from
+    Prepared.arb) at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
+    certainly above eps; auto: fast, then arb on the rows fast leaves open if they hold <= AUTO_ARB entries."""
+    err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else np.full(inst.n, np.inf)
     cut = np.inf if eps is None else float(eps)
-    todo = np.flatnonzero(~(err < cut))
-    if route == "fast" or (route == "auto" and len(todo) * inst.N > AUTO_ARB):
-        todo = todo[:0]
+    todo = np.flatnonzero(~(err < cut) & (route != "fast"))
+    todo = todo[:0] if route == "auto" and len(todo) * inst.N > AUTO_ARB else todo
     used, step = route if len(todo) else "fast", max(1, CHUNK // inst.N)
     for prec in PRECS:
         with flint.ctx.workprec(prec):
@@ -91,11 +87,6 @@ def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: D
     if not parts:
         return np.zeros(0, dtype=np.int64), np.zeros((0, inst.N if dec is None else dec.M)), np.zeros(0)
     return tuple(np.concatenate(c) for c in zip(*parts))
-
-
-def arb_l1(X, Y):
-    """Balls of sum_j |X_ij - Y_ij| per row, X and Y lists of rows of Arb balls (or exact numbers)."""
-    return [sum((abs(x - y) for x, y in zip(r, t)), flint.arb(0)) for r, t in zip(X, Y)]
 
 
 def row_distance(m, m2, add, step):

@@ -7,7 +7,7 @@ Every rule works from these (proofs/softmax-enclosure.md).  Two routes:
   the roundings; proofs/fp-rounding.md), Cohen–Fausti turning it into an l1 bound
   (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and the softmax
   normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
-* arb: Arb balls for every A_ij (arb_rows; python-flint, at the caller's precision).  The max-row
+* arb: Arb balls for every A_ij (Prepared.arb; python-flint, at the caller's precision).  The max-row
   rules bound ||A_i - B_i||_1 from the balls themselves (common.max_row_bound); the lower bounds take
   m_ij = float(midpoint), rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
 
@@ -35,28 +35,29 @@ def rho_softmax(N):
     return float_up(first + second)
 
 
-class _Prepared:
-    """Per-instance quantities shared by all row blocks of the fast route."""
+class Prepared:
+    """Per-instance quantities shared by all row blocks of the fast route; the Arb rows (arb)."""
 
     def __init__(self, inst):
         self.inst, self.kept = inst, inst.kept
         K = inst.K if self.kept is None else inst.K[self.kept]
         self.Kt, self.Nk, self.d = np.ascontiguousarray(K.T), K.shape[0], inst.Q.shape[1]
         self.cols = np.arange(inst.N) if self.kept is None else self.kept     # original index of each kept column
-        d = self.d
         # norms rounded up; inflate's absolute term also covers squares that underflow
-        self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * d))), 2)
-        self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * d)), 2)
-        self.b_mid = self.b_rad = self.logw = None         # logw: Arb balls of log w_j
-        self.bmax = 0.0
+        self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * self.d))), 2)
+        self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * self.d)), 2)
+        self.b_mid, self.b_rad, self.bmax, self.Kt_arb = None, None, 0.0, None
         if inst.weights is not None:                       # then kept is not None
             with flint.ctx.workprec(120):
-                self.logw = [flint.arb(wj).log() for wj in inst.weights[self.kept].tolist()]
-                self.b_mid = np.array([float(L.mid()) for L in self.logw])
-                self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(self.logw, self.b_mid.tolist()))
+                logw = self.log_weights()
+                self.b_mid = np.array([float(L.mid()) for L in logw])
+                self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(logw, self.b_mid.tolist()))
             self.bmax = inflate(float(np.max(np.abs(self.b_mid))) + self.b_rad, 2)
-        self.rho_sm = rho_softmax(self.Nk)
-        self.g_d = gamma(d + 2)
+        self.rho_sm, self.g_d = rho_softmax(self.Nk), gamma(self.d + 2)
+
+    def log_weights(self):
+        """Arb balls of log w_j over the kept columns (0 without weights), at the working precision."""
+        return [0] * self.Nk if self.inst.weights is None else [flint.arb(w).log() for w in self.inst.weights[self.kept].tolist()]
 
     def bias_rows(self, idx):
         b = self.inst.bias
@@ -85,7 +86,7 @@ class _Prepared:
         return (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
 
     def block(self, idx):
-        """(m, rho) for the rows idx, m over kept columns; worked in chunks of rows that fit in cache."""
+        """(m, rho) for the rows idx (m over all N columns); worked in chunks of rows that fit in cache."""
         inst, l = self.inst, self.inst.Q[idx] @ self.Kt
         biasmax, step = np.zeros(len(idx)), max(1, CHUNK // max(self.Nk, 1))
         for c in range(0, len(idx), step):
@@ -105,57 +106,52 @@ class _Prepared:
             if vis is not None:
                 x[~vis] = 0.0                                    # a masked entry of A is exactly 0
             x /= np.sum(x, axis=1, keepdims=True)
+        if self.kept is not None:                                # dropped columns: exactly 0 in m
+            full = np.zeros((len(idx), inst.N))
+            full[:, self.kept], l = l, full
         return l, self.delta(idx, biasmax) + self.rho_sm
 
-
-def arb_rows(inst):
-    """rows(idx): A's rows idx as lists of N Arb balls at the caller's working precision (dropped or masked
-    entries exactly 0; proofs/softmax-enclosure.md (4)): exact float inputs, Q K^T an Arb product, the
-    balls of beta and log w_j, exp, sum and division in Arb."""
-    once = []
-
-    def rows(idx):
-        if not once:                    # at the first call: route auto may never need it
-            once[:] = [_Prepared(inst)]
-            once.append(flint.arb_mat(once[0].Kt.tolist()))      # exact
-        prep, kt = once
-        S, vis, bias = (flint.arb_mat(inst.Q[idx].tolist()) * kt).table(), prep.visible(idx), prep.bias_rows(idx)
-        logw = [0] * prep.Nk if inst.weights is None else [flint.arb(w).log() for w in inst.weights[prep.kept].tolist()]
+    def arb(self, idx):
+        """A's rows idx as lists of N Arb balls at the caller's working precision (dropped or masked entries
+        exactly 0; proofs/softmax-enclosure.md (4)): exact inputs, Q K^T an exact-input Arb product, the
+        balls of beta and log w_j, exp, sum and division in Arb."""
+        if self.Kt_arb is None:
+            self.Kt_arb = flint.arb_mat(self.Kt.tolist())          # exact, at the first call
+        inst, vis, bias, logw = self.inst, self.visible(idx), self.bias_rows(idx), self.log_weights()
         out = []
-        for a, s in enumerate(S):
+        for a, s in enumerate((flint.arb_mat(inst.Q[idx].tolist()) * self.Kt_arb).table()):
             js = np.flatnonzero(vis[a]).tolist()
             x = [inst.beta.ball * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
             shift = flint.arb(max(float(v.mid()) for v in x))
             e = [(v - shift).exp() for v in x]
             Z, row = sum(e[1:], e[0]), [flint.arb(0)] * inst.N
-            for j, v in zip(prep.cols[js].tolist(), e):
+            for j, v in zip(self.cols[js].tolist(), e):
                 row[j] = v / Z
             out.append(row)
         return out
-    return rows
 
 
 def enclose(inst, rows=None, route="fast"):
     """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
     (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx.  Route arb: the
-    balls of arb_rows at PRECS[0] bits, m_ij = float(midpoint), rho_i >= sum_j |A_ij - m_ij| in Arb."""
-    prep, arb = _Prepared(inst), None if route == "fast" else arb_rows(inst)
+    balls of Prepared.arb at PRECS[0] bits, m_ij = float(midpoint), rho_i >= sum_j |A_ij - m_ij| in Arb."""
+    prep = Prepared(inst)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
-    step = BLOCK if arb is None else max(1, CHUNK // inst.N)
+    step = BLOCK if route == "fast" else max(1, CHUNK // inst.N)
     for s in range(0, len(rows), step):
         idx = rows[s:s + step]
-        if arb is None:
+        if route == "fast":
             m, rho = prep.block(idx)
-            if prep.kept is not None:
-                full = np.zeros((len(idx), inst.N))
-                full[:, prep.kept] = m
-                m = full
         else:
             with flint.ctx.workprec(PRECS[0]):
-                A = arb(idx)
+                A = prep.arb(idx)
                 m = np.array([[float(x.mid()) for x in r] for r in A])
-                rho = np.array([arb_up(sum((abs(x - flint.arb(f)) for x, f in zip(r, mr)), flint.arb(0)))
-                                for r, mr in zip(A, m.tolist())])
+                rho = np.array([arb_up(x) for x in arb_l1(A, m.tolist())])
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(rho))):
             raise Rejected("enclosure", "non-finite value in the row enclosure (overflow)")
         yield idx, m, rho
+
+
+def arb_l1(X, Y):
+    """Balls of sum_j |X_ij - Y_ij| per row, X and Y lists of rows of Arb balls (or exact numbers)."""
+    return [sum((abs(x - y) for x, y in zip(r, t)), flint.arb(0)) for r, t in zip(X, Y)]
