@@ -26,12 +26,11 @@ class TimeLimit(BaseException):
 
 
 def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None) -> Verdict:
-    """Verdict for the certificate file at path.  route "auto": max-row rules, fast on every row, then Arb at
-    rising precision on the rows fast leaves open (common.max_row_bound); lower bounds, fast, then Arb where
-    fast rejects an instance of at most AUTO_ARB entries n N (each route is sound alone).  Out of memory or a caller's
-    TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the float choices the kernel bounds but never
-    makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt) with s non-increasing,
-    e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
+    """Verdict for the certificate file at path.  route "auto": upper bounds, fast, then Arb on the rows it leaves
+    open (common.max_row_bound); lower bounds, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route
+    is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
+    float choices the kernel bounds but never makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) ->
+    (U, s, Vt) with s non-increasing, e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     sha = None

@@ -50,14 +50,10 @@ class Decoder:
         N = m.shape[1]
         if self.G is not None:
             T = m @ self.G
-        else:
-            T = np.zeros((m.shape[0], self.M))
-            sel = np.flatnonzero(self.cells >= 0)
-            if sel.size:
-                order = sel[np.argsort(self.cells[sel], kind="stable")]
-                cs = self.cells[order]
-                starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
-                T[:, cs[starts]] = np.add.reduceat(m[:, order], starts, axis=1)
+        else:                       # cell sums in float (any order); column M gathers the cell -1 (none)
+            T = np.zeros((m.shape[0], self.M + 1))
+            np.add.at(T.T, self.cells, m.T)
+            T = T[:, :self.M]
         return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 

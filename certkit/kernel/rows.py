@@ -49,15 +49,11 @@ class Prepared:
         self.b_mid, self.b_rad, self.bmax, self.Kt_arb = None, None, 0.0, None
         if inst.weights is not None:                       # then kept is not None
             with flint.ctx.workprec(120):
-                logw = self.log_weights()
+                logw = [flint.arb(wj).log() for wj in inst.weights[self.kept].tolist()]
                 self.b_mid = np.array([float(L.mid()) for L in logw])
                 self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(logw, self.b_mid.tolist()))
             self.bmax = inflate(float(np.max(np.abs(self.b_mid))) + self.b_rad, 2)
         self.rho_sm, self.g_d = rho_softmax(self.Nk), gamma(self.d + 2)
-
-    def log_weights(self):
-        """Arb balls of log w_j over the kept columns (0 without weights), at the working precision."""
-        return [0] * self.Nk if self.inst.weights is None else [flint.arb(w).log() for w in self.inst.weights[self.kept].tolist()]
 
     def bias_rows(self, idx):
         b = self.inst.bias
@@ -112,29 +108,26 @@ class Prepared:
         return l, self.delta(idx, biasmax) + self.rho_sm
 
     def arb(self, idx):
-        """A's rows idx as lists of N Arb balls at the caller's working precision (dropped or masked entries
-        exactly 0; proofs/softmax-enclosure.md (4)): exact inputs, Q K^T an exact-input Arb product, the
-        balls of beta and log w_j, exp, sum and division in Arb."""
+        """A's rows idx as lists of N Arb balls at the caller's working precision, masked or dropped entries exactly 0
+        (proofs/softmax-enclosure.md (4)): Q K^T, beta, log w_j, exp, sum and division in Arb from the exact inputs."""
         if self.Kt_arb is None:
             self.Kt_arb = flint.arb_mat(self.Kt.tolist())          # exact, at the first call
-        inst, vis, bias, logw = self.inst, self.visible(idx), self.bias_rows(idx), self.log_weights()
+        inst, vis, bias = self.inst, self.visible(idx), self.bias_rows(idx)
+        logw = [0] * self.Nk if inst.weights is None else [flint.arb(w).log() for w in inst.weights[self.kept].tolist()]
         out = []
         for a, s in enumerate((flint.arb_mat(inst.Q[idx].tolist()) * self.Kt_arb).table()):
             js = np.flatnonzero(vis[a]).tolist()
             x = [inst.beta.ball * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
             shift = flint.arb(max(float(v.mid()) for v in x))
-            e = [(v - shift).exp() for v in x]
-            Z, row = sum(e[1:], e[0]), [flint.arb(0)] * inst.N
-            for j, v in zip(self.cols[js].tolist(), e):
-                row[j] = v / Z
-            out.append(row)
+            e = dict(zip(self.cols[js].tolist(), [(v - shift).exp() for v in x]))     # original column: its ball
+            Z = sum(e.values(), flint.arb(0))
+            out.append([e[j] / Z if j in e else flint.arb(0) for j in range(inst.N)])
         return out
 
 
 def enclose(inst, rows=None, route="fast"):
-    """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
-    (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx.  Route arb: the
-    balls of Prepared.arb at PRECS[0] bits, m_ij = float(midpoint), rho_i >= sum_j |A_ij - m_ij| in Arb."""
+    """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns (dropped columns are 0).  ||A_i -
+    m_i||_1 <= rho_i for i in idx.  Route arb: Prepared.arb at PRECS[0] bits, m_ij = float(midpoint), rho_i in Arb."""
     prep = Prepared(inst)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
     step = BLOCK if route == "fast" else max(1, CHUNK // inst.N)

@@ -25,14 +25,11 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
     (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
     Vt, A, vt = np.ascontiguousarray(V.T), Prepared(inst).arb, []
-    colabs = sum_up(np.abs(V), axis=0)                          # >= sum_j |V_jl|
-    W = inflate(sum_up(np.abs(Uf) * colabs, axis=1), 2)         # >= (|U||V|^T 1)_i
-    gk = gamma(max(k, 1))
+    W, gk = inflate(sum_up(np.abs(Uf) * sum_up(np.abs(V), axis=0), axis=1), 2), gamma(max(k, 1))  # W >= (|U||V|^T 1)_i
 
     def fast_bound(idx, m, rho):
         B = Uf[idx] @ Vt
-        np.subtract(m, B, out=B)
-        np.abs(B, out=B)
+        np.abs(np.subtract(m, B, out=B), out=B)
         return finite(inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8),
                       "upper-factorization/row-error")
 

@@ -7,16 +7,8 @@ Enclosure: C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <=
 sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
 sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md) from the oracle's float
 SVD of C^ (check()'s choices: any SVD is sound).  Decided in Arb.
-Witness: optional rows, optional cells/decoder.
-
-Verified singular values (proofs/verified-svd.md; docs/numerics.md §4, INTLAB style): for X (m x n,
-m >= n) and any float thin SVD U, s (non-increasing, >= 0), V with alpha_U >= ||U^T U - I||_2,
-alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:
-
-    (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V).
-
-2-norms are bounded by Frobenius norms; the rounding of each float product fl(AB) by
-gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B||_F + ...
+Witness: optional rows, optional cells/decoder.  Verified singular values: singular_value_bounds, the
+formula of proofs/verified-svd.md (docs/numerics.md §4), 2-norms bounded by Frobenius norms.
 """
 from fractions import Fraction
 
@@ -32,7 +24,9 @@ from .verdict import Rejected
 def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
     float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
-    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor."""
+    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor.  With
+    alpha_U, alpha_V >= the orthogonality defects (< 1/2), rho >= ||X V - U diag(s)||_2 (each product's rounding
+    gamma_k |A||B| + k eta): (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V)."""
     if X.shape[0] < X.shape[1]:
         X, Uf, Vt = X.T, Vt.T, Uf.T
     m, n = X.shape
