@@ -38,8 +38,7 @@ class Decoder:
         else:
             G = array(w["decoder"], f"{path}.decoder", base_dir, (N, M))
             M = G.shape[1]
-            col = np.abs(G).sum(axis=1)
-            for j in np.flatnonzero(col >= 1 - 1e-9):   # certify the close calls exactly
+            for j in np.flatnonzero(np.abs(G).sum(axis=1) >= 1 - 1e-9):   # certify the close calls exactly
                 if sum(Fraction(x) for x in np.abs(G[j]).tolist()) > 1:
                     raise Rejected("decoder", f"sum_b |G[{j},b]| > 1 (exactly)")
             self.cells, self.G = None, G

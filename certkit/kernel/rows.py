@@ -30,9 +30,8 @@ PRECS = (128, 256, 512, 1024)        # the Arb route's working precisions in bit
 def rho_softmax(N):
     """||softmax(y) - fl(E(y)/fl(sum E(y)))||_1 <= rho_sm(N) for float y with max_j y_j = 0."""
     u, r, t, g = Fraction(U), Fraction(EXP_REL), Fraction(EXP_ABS), Fraction(gamma(N))
-    first = u / (1 - g) + N * Fraction(ETA) / 2
-    second = (2 * (r + N * t) + g * (1 + r + N * t)) / ((1 - g) * (1 - r - N * t))
-    return float_up(first + second)
+    return float_up(u / (1 - g) + N * Fraction(ETA) / 2
+                    + (2 * (r + N * t) + g * (1 + r + N * t)) / ((1 - g) * (1 - r - N * t)))
 
 
 class Prepared:
@@ -61,8 +60,7 @@ class Prepared:
 
     def delta(self, idx, biasmax):
         """A-priori bound on |fl-logit - true logit - (row constant)| for rows idx."""
-        beta = self.inst.beta
-        bm, br = abs(beta.mid), beta.rad
+        bm, br = abs(self.inst.beta.mid), self.inst.beta.rad
         S = inflate(self.Qn[idx] * self.Kmax, 2)                 # >= |<q_i,k_j>|
         err_s = inflate(self.g_d * S + self.d * ETA, 3)          # GEMM error
         Sh = inflate(S + err_s, 1)                               # >= |fl <q_i,k_j>|
@@ -128,9 +126,8 @@ class Prepared:
 def enclose(inst, rows=None, route="fast"):
     """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns (dropped columns are 0).  ||A_i -
     m_i||_1 <= rho_i for i in idx.  Route arb: Prepared.arb at PRECS[0] bits, m_ij = float(midpoint), rho_i in Arb."""
-    prep = Prepared(inst)
+    prep, step = Prepared(inst), BLOCK if route == "fast" else max(1, CHUNK // inst.N)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
-    step = BLOCK if route == "fast" else max(1, CHUNK // inst.N)
     for s in range(0, len(rows), step):
         idx = rows[s:s + step]
         if route == "fast":

@@ -64,8 +64,7 @@ def check(inst, claim, witness, base_dir, route, choices):
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
     _, C, e = enclose_all(inst, rows, route, dec)          # C = fl(m G) row block by row block
-    n1 = C.shape[0]
-    M = claim.bound
+    n1, M = C.shape[0], claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
     svd = choose(choices, "svd", "lower-frobenius-tail/svd", C, 3) if M > 1 else None
@@ -77,11 +76,10 @@ def check(inst, claim, witness, base_dir, route, choices):
     finite(sig_hi, "lower-frobenius-tail/svd")
     # squares that underflow lose at most eta/2 each
     fro2_lo = Fraction(float(fro2)) * (1 - 2 * Fraction(gamma(C.size + 2))) - C.size * Fraction(ETA)
-    D = fro_up(e)
     with flint.ctx.workprec(100):
         top = sum((arb_of(Fraction(s)) ** 2 for s in sig_hi.tolist()), flint.arb(0))
         tail = arb_of(fro2_lo) - top
-        need = arb_of(Fraction(D)) + flint.arb(n1).sqrt() * arb_of(claim.eps)
+        need = arb_of(Fraction(fro_up(e))) + flint.arb(n1).sqrt() * arb_of(claim.eps)     # D + sqrt(n') eps
         ok = tail > 0 and tail.sqrt() > need
         shown = (float(tail.mid()), float(need.mid()))
     if not ok:
