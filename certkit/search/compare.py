@@ -50,8 +50,8 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
     (a temporary file when None; the Comparison holds its bytes either way).  eps None: the
     smallest eps this search states (the kernel's bound rounded up to DIGITS significant digits, or
     as many more as keep it below 2),
-    checked on the fast route; a given eps is checked on the default route (fast, then Arb where
-    fast rejects).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
+    checked on the fast route; a given eps is checked on the default route (fast, then Arb on the
+    rows it leaves open).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
     t0 = time.perf_counter()
     if (replacement.n, replacement.N) != (head.n, head.N):
         raise HeadError(f"replacement {replacement.name!r} is {replacement.n} x {replacement.N}, "
