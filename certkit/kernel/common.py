@@ -7,7 +7,7 @@ import numpy as np
 
 from .fp import U, ETA, gamma, inflate, sum_up, arb_up, arb_to_fraction_lower
 from .load import array, Instance
-from .rows import enclose, CHUNK, PRECS
+from .rows import enclose, CHUNK, PRECS, Prepared
 from .verdict import Malformed, Rejected, Unsupported
 
 AUTO_ARB = 1 << 20          # route auto: Arb re-checks the rows fast leaves open if they hold at most 2^20 entries
@@ -56,19 +56,20 @@ class Decoder:
         return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
-def max_row_bound(inst, route, fast_bound, arb_bound, eps=None):
+def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):
     """(e, i, used): the largest of proven bounds e_i >= ||A_i - B_i||_1, its row, the route used.  fast:
-    fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx) -> Arb balls of the row errors (from
-    Prepared.arb) at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
+    fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx, *Arb rows of inst (and other)) -> Arb
+    balls of the row errors at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
     certainly above eps; auto: fast, then arb on the rows fast leaves open if they hold <= AUTO_ARB entries."""
     err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else np.full(inst.n, np.inf)
     cut = np.inf if eps is None else float(eps)
     todo = np.flatnonzero(~(err < cut) & (route != "fast"))
     todo = todo[:0] if route == "auto" and len(todo) * inst.N > AUTO_ARB else todo
     used, step = route if len(todo) else "fast", max(1, CHUNK // inst.N)
+    arbs = [Prepared(x).arb for x in (inst, other) if x is not None and len(todo)]     # only if needed
     for prec in PRECS:
         with flint.ctx.workprec(prec):
-            balls = [b for s in range(0, len(todo), step) for b in arb_bound(todo[s:s + step])]
+            balls = [b for s in range(0, len(todo), step) for b in arb_bound(todo[s:s + step], *arbs)]
         err[todo] = np.minimum(err[todo], [arb_up(b) for b in balls])
         if eps is not None and any(arb_to_fraction_lower(b) > eps for b in balls):
             break                                           # a row certainly above eps: no precision helps

@@ -11,7 +11,7 @@ import numpy as np
 from .common import enclose_all, indices, max_row_bound, row_distance, row_error_within
 from .fp import inflate
 from .load import obj, Instance
-from .rows import Prepared, arb_l1, enclose
+from .rows import arb_l1, enclose
 from .verdict import Malformed, Rejected
 
 
@@ -29,12 +29,11 @@ def check(inst, claim, witness, base_dir, route, choices):
     if len(R) > claim.bound:
         raise Rejected("upper-covering/size", f"{len(R)} representatives vs claimed bound {claim.bound}")
     ridx, rm, rrho = enclose_all(inst, Rset, "fast") if route != "arb" else (None,) * 3    # ridx = Rset, sorted
-    A = Prepared(inst).arb
 
     def fast_bound(idx, m, rho):    # a row that represents itself: exactly 0
         t = np.searchsorted(ridx, sig[idx])
         return np.where(sig[idx] == idx, 0.0, row_distance(m, rm[t], inflate(rho + rrho[t], 1), "upper-covering/row-distance"))
-    worst, used = row_error_within(max_row_bound(inst, route, fast_bound, lambda idx: arb_l1(A(idx), A(sig[idx])), claim.eps),
+    worst, used = row_error_within(max_row_bound(inst, route, fast_bound, lambda idx, A: arb_l1(A(idx), A(sig[idx])), claim.eps),
                                    claim.eps, "upper-covering/row-distance", "A_sigma(i)")
     return {"certified_max_row_error": worst, "representatives": int(len(R)), "route": used}
 
@@ -42,12 +41,12 @@ def check(inst, claim, witness, base_dir, route, choices):
 def max_row_distance(inst: Instance, other: Instance, route: str = "fast", eps=None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row
     attaining it (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
-    blocks, A, A2 = enclose(other, None, "fast"), Prepared(inst).arb, Prepared(other).arb    # fast: the same blocks as inst's
+    blocks = enclose(other, None, "fast")               # the same rows in the same blocks as inst's
 
     def fast_bound(idx, m, rho):
         _, m2, rho2 = next(blocks)
         return row_distance(m, m2, inflate(rho + rho2, 1), "attention-distance/row-distance")
-    return max_row_bound(inst, route, fast_bound, lambda idx: arb_l1(A(idx), A2(idx)), eps)
+    return max_row_bound(inst, route, fast_bound, lambda idx, A, A2: arb_l1(A(idx), A2(idx)), eps, other)
 
 
 def check_distance(inst, claim, witness, base_dir, route, choices):

@@ -16,7 +16,7 @@ import numpy as np
 from .common import finite, max_row_bound, row_error_within
 from .fp import U as u, ETA, gamma, inflate, sum_up
 from .load import array, obj, Instance
-from .rows import Prepared, arb_l1
+from .rows import arb_l1
 from .verdict import Rejected
 
 
@@ -24,7 +24,7 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
     """(e, i, route used): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1, the row attaining it
     (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
-    Vt, A, vt = np.ascontiguousarray(V.T), Prepared(inst).arb, []
+    Vt, vt = np.ascontiguousarray(V.T), []
     W, gk = inflate(sum_up(np.abs(Uf) * sum_up(np.abs(V), axis=0), axis=1), 2), gamma(max(k, 1))  # W >= (|U||V|^T 1)_i
 
     def fast_bound(idx, m, rho):
@@ -33,7 +33,7 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
         return finite(inflate(sum_up(B, axis=1) * (1 + u) + gk * W[idx] + inst.N * k * ETA + rho, 8),
                       "upper-factorization/row-error")
 
-    def arb_bound(idx):             # B exact in Arb (products of floats), no gamma_k |U||V| term
+    def arb_bound(idx, A):          # B exact in Arb (products of floats), no gamma_k |U||V| term
         vt[:] = vt or [flint.arb_mat(k, inst.N, Vt.ravel().tolist())]
         return arb_l1(A(idx), (flint.arb_mat(len(idx), k, Uf[idx].ravel().tolist()) * vt[0]).table())
     return max_row_bound(inst, route, fast_bound, arb_bound, eps)

@@ -24,9 +24,9 @@ from .verdict import Rejected
 def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
     float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
-    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor.  With
-    alpha_U, alpha_V >= the orthogonality defects (< 1/2), rho >= ||X V - U diag(s)||_2 (each product's rounding
-    gamma_k |A||B| + k eta): (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V)."""
+    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor.  With alpha_U,
+    alpha_V >= the orthogonality defects (< 1/2), rho >= ||X V - U diag(s)||_2 (rounding gamma_k |A||B| + k eta per
+    product): (sqrt(1-a_U) s_i - rho)/sqrt(1+a_V) <= sigma_i(X) <= (sqrt(1+a_U) s_i + rho)/sqrt(1-a_V)."""
     if X.shape[0] < X.shape[1]:
         X, Uf, Vt = X.T, Vt.T, Uf.T
     m, n = X.shape
