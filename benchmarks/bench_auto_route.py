@@ -11,7 +11,7 @@
    or 2^-10 above the exact max row error (an independent Arb reference at 256 bits,
    tests/arb_reference.py); how many each route VERIFIES, and auto's time.  The same claims
    placed 2^-40 *below* the exact value must be REJECTED by every route.
-3. Held-out families (issue 30, "Precision"; tests/precision_families.py): the float softmax given
+3. Held-out families (tests/precision_families.py): the float softmax given
    back as its own approximation and twin rows (true errors near 1e-16), beta 2^20 and 2^30 on
    nearly equal keys, column weights, plain Gaussian heads (n = N in --family-sizes, one set per
    seed in --seeds) and one head of

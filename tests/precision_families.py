@@ -1,4 +1,4 @@
-"""The families of true claims the route auto used to reject (issue 30, "Precision"), with their exact
+"""The families of true claims reported as rejected by the old route auto, with their exact
 row errors from the independent Arb reference (tests/arb_reference.py, 256 bits): shared by
 tests/test_precision.py and benchmarks/bench_auto_route.py.
 

@@ -1,4 +1,4 @@
-"""Route auto's precision (issue 30, "Precision"): on the families the route auto used to reject
+"""Route auto's precision: on the families reported as rejected by the old route auto
 (tests/precision_families.py: the float softmax given back as its own approximation, twin rows,
 beta 2^20 and 2^30 on nearly equal keys, column weights, plain Gaussian heads, a head of n N > 2^20
 with a few loose rows), a true claim at eps = truth (1 + 1e-6) is VERIFIED on auto, and a false one

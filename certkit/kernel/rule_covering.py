@@ -10,7 +10,7 @@ import numpy as np
 
 from .common import enclose_all, indices, max_row_bound, row_distance, row_error_within
 from .fp import inflate
-from .load import obj, Instance
+from .load import obj, Fraction, Instance
 from .rows import arb_l1, enclose
 from .verdict import Malformed, Rejected
 
@@ -38,7 +38,7 @@ def check(inst, claim, witness, base_dir, route, choices):
     return {"certified_max_row_error": worst, "representatives": int(len(R)), "route": used}
 
 
-def max_row_distance(inst: Instance, other: Instance, route: str = "fast", eps=None) -> tuple:
+def max_row_distance(inst: Instance, other: Instance, route: str = "fast", eps: Fraction | None = None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row
     attaining it (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
     blocks = enclose(other, None, "fast")               # the same rows in the same blocks as inst's

@@ -15,16 +15,16 @@ import numpy as np
 
 from .common import finite, max_row_bound, row_error_within
 from .fp import U as u, ETA, gamma, inflate, sum_up
-from .load import array, obj, Instance
+from .load import array, obj, Fraction, Instance
 from .rows import arb_l1
 from .verdict import Rejected
 
 
-def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps=None) -> tuple:
+def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps: Fraction | None = None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1, the row attaining it
     (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
-    Vt, vt = np.ascontiguousarray(V.T), []
+    Vt, vt = np.ascontiguousarray(V.T), [None]
     W, gk = inflate(sum_up(np.abs(Uf) * sum_up(np.abs(V), axis=0), axis=1), 2), gamma(max(k, 1))  # W >= (|U||V|^T 1)_i
 
     def fast_bound(idx, m, rho):
@@ -34,7 +34,7 @@ def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "f
                       "upper-factorization/row-error")
 
     def arb_bound(idx, A):          # B exact in Arb (products of floats), no gamma_k |U||V| term
-        vt[:] = vt or [flint.arb_mat(k, inst.N, Vt.ravel().tolist())]
+        vt[0] = flint.arb_mat(k, inst.N, Vt.ravel().tolist()) if vt[0] is None else vt[0]     # once
         return arb_l1(A(idx), (flint.arb_mat(len(idx), k, Uf[idx].ravel().tolist()) * vt[0]).table())
     return max_row_bound(inst, route, fast_bound, arb_bound, eps)
 

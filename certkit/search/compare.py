@@ -57,7 +57,7 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
         raise HeadError(f"replacement {replacement.name!r} is {replacement.n} x {replacement.N}, "
                         f"the head {head.n} x {head.N}")
     estimate = float_distance(head, replacement)
-    bound, _ = max_row_distance(head.instance(), replacement.instance(), "fast")
+    bound = max_row_distance(head.instance(), replacement.instance(), "fast")[0]
     claim = Fraction(eps) if eps is not None else next(
         (c for c in (round_up(bound, k) for k in range(DIGITS, 18)) if c < 2), Fraction(2))   # more digits near 2
     if claim >= 2:                      # every row-l1 distance is <= 2: nothing to prove
