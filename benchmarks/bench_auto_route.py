@@ -11,10 +11,21 @@
    or 2^-10 above the exact max row error (an independent Arb reference at 256 bits,
    tests/arb_reference.py); how many each route VERIFIES, and auto's time.  The same claims
    placed 2^-40 *below* the exact value must be REJECTED by every route.
+3. Held-out families (tests/precision_families.py): the float softmax given
+   back as its own approximation and twin rows (true errors near 1e-16), beta 2^20 and 2^30 on
+   nearly equal keys, column weights, plain Gaussian heads (n = N in --family-sizes, one set per
+   seed in --seeds) and one head of
+   n = N = --large (n N > 2^20); factorization and covering claims with eps = truth (1 + 1e-6) (true)
+   and truth (1 - 1e-6) (false), truth from the 256-bit Arb reference.  VERIFIED per route, the
+   share of true claims auto rejects (goal <= 1 %), false claims VERIFIED by any route (must be 0).
+   --before CHECKOUT: the same certificate files checked by route auto of another checkout of
+   certkit (e.g. the main branch before this change), in a subprocess, side by side.
 """
 import argparse
 import glob
+import json
 import os
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -33,6 +44,7 @@ import certkit  # noqa: E402
 from certkit.choices import check  # noqa: E402
 from certkit.search import basic, writer  # noqa: E402
 from arb_reference import attention_rows, factor_row_errors, eps_near, truncated_svd  # noqa: E402
+import precision_families  # noqa: E402
 
 RELS = (2.0 ** -40, 2.0 ** -30, 2.0 ** -20, 2.0 ** -10)
 
@@ -105,7 +117,7 @@ def rescued(sizes):
                 cells, t_auto = [], None
                 exact = max(float(e.mid()) for e in err)
                 for rel in RELS:
-                    if exact * rel < 2.0 ** -60:          # below what a float64 enclosure can resolve
+                    if exact * rel < 2.0 ** -70:          # below the 2^-80 grid of eps_near
                         cells.append("-")
                         continue
                     p = writer.certificate(os.path.join(tmp, "c.json"), kind, bound, eps_near(err, rel), head, wit)
@@ -127,13 +139,84 @@ def rescued(sizes):
     print(f"   false claims 2^-40 below the exact value accepted by any route: {wrong}")
 
 
+BEFORE = """import json, sys
+from certkit.choices import check
+print(json.dumps({p: check(p, "auto").status for p in sys.argv[1:]}))
+"""
+REL = Fraction(1, 10 ** 6)
+
+
+def families(sizes, seeds, large, before):
+    print(f"3. held-out families: eps = truth (1 + 1e-6) (true) and truth (1 - 1e-6) (false)")
+    print("| family | head | kind | n N | exact error | true: fast / arb / auto | auto s | false: fast / arb / auto |"
+          + (" before: true / false |" if before else ""))
+    print("|---" * (8 + bool(before)) + "|")
+    rows, files = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        heads = [(seed, h) for seed in seeds
+                 for h in precision_families.heads(sizes, seed, large if seed == seeds[0] else None)]
+        for seed, (family, name, Q, K, beta, w, labels) in heads:
+            name = f"{name}-s{seed}"
+            head, found = precision_families.claims(Q, K, beta, w, labels)
+            for label, kind, bound, wit, err in found:
+                exact = max(float(e.mid()) for e in err)
+                got, paths = {}, []
+                for sign in (1, -1):
+                    p = writer.certificate(os.path.join(tmp, f"{name}-{label}-{'true' if sign > 0 else 'false'}.json"),
+                                           kind, bound, eps_near(err, sign * REL), head, wit)
+                    paths.append(p)
+                    for route in ("fast", "arb", "auto"):
+                        s = time.perf_counter()
+                        got[sign, route] = check(p, route).status
+                        got[sign, route, "s"] = time.perf_counter() - s
+                rows.append((family, name, label, kind, head.n * head.N, exact, got, paths))
+                files += paths
+        old = {}
+        if before:
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(before))
+            run = subprocess.run([sys.executable, "-c", BEFORE, *files], capture_output=True, text=True, env=env,
+                                 cwd=os.path.abspath(before), check=True)
+            old = json.loads(run.stdout)
+    letter = lambda st: "V" if st == "VERIFIED" else st[0]
+    for family, name, label, kind, nN, exact, got, paths in rows:
+        cells = [" / ".join(letter(got[sign, r]) for r in ("fast", "arb", "auto")) for sign in (1, -1)]
+        print(f"| {family} | {name}-{label} | {kind} | {nN} | {exact:.3g} | {cells[0]} | {got[1, 'auto', 's']:.2f} | "
+              f"{cells[1]} |" + (f" {letter(old[paths[0]])} / {letter(old[paths[1]])} |" if before else ""))
+    n = len(rows)
+    for route in ("fast", "arb", "auto"):
+        v = sum(got[1, route] == "VERIFIED" for *_, got, _ in rows)
+        print(f"   {route}: {v} of {n} true claims VERIFIED, {n - v} rejected ({100 * (n - v) / max(n, 1):.1f} %)")
+    wrong = sum(got[-1, r] == "VERIFIED" for *_, got, _ in rows for r in ("fast", "arb", "auto"))
+    print(f"   false claims (truth (1 - 1e-6)) VERIFIED by any route: {wrong} of {3 * n} checks")
+    if before:
+        v = sum(old[paths[0]] == "VERIFIED" for *_, paths in rows)
+        w = sum(old[paths[1]] == "VERIFIED" for *_, paths in rows)
+        print(f"   before (route auto of the other checkout): {v} of {n} true claims VERIFIED, {n - v} rejected "
+              f"({100 * (n - v) / max(n, 1):.1f} %); false claims VERIFIED: {w}")
+    per = {}
+    for family, *_, got, _ in rows:
+        per.setdefault(family, []).append(got[1, "auto"] == "VERIFIED")
+    print("   auto, true claims VERIFIED per family: " + ", ".join(f"{f} {sum(v)}/{len(v)}" for f, v in per.items()))
+    print(f"   auto time on true claims: total {sum(got[1, 'auto', 's'] for *_, got, _ in rows):.1f} s, "
+          f"max {max(got[1, 'auto', 's'] for *_, got, _ in rows):.2f} s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sizes", type=int, nargs="+", default=[32, 64, 128, 256, 316])
+    ap.add_argument("--family-sizes", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="part 3: one set of heads per seed")
+    ap.add_argument("--large", type=int, default=1100, help="n = N of the large head (0: none)")
+    ap.add_argument("--before", help="another checkout of certkit whose route auto checks the part-3 files too")
+    ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3])
     a = ap.parse_args()
-    passing(a.repeats)
-    rescued(a.sizes)
+    if 1 in a.parts:
+        passing(a.repeats)
+    if 2 in a.parts:
+        rescued(a.sizes)
+    if 3 in a.parts:
+        families(a.family_sizes, a.seeds, a.large, a.before)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def main():
         tf, tc = statistics.median(tf), statistics.median(tc)
         line = f"{n:>6} {tf:>10.4f} {tc:>9.4f} {tc / tf:>12.2f}"
         if n == args.arb_size:
-            ta, (ea, _) = median_time(lambda: max_row_error(inst, U, V, "arb"), 1)
+            ta, (ea, *_) = median_time(lambda: max_row_error(inst, U, V, "arb"), 1)
             line += f" {ta:>8.2f} {ta / tf:>11.0f}"
         else:
             line += f" {'-':>8} {'-':>11}"

@@ -84,7 +84,7 @@ def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None
     same n x N (certkit.compress builds the common ones) or a method spelling such as "quant:int8",
     "lowrank:k=16", "evict:sinks=4,window=64", "topk:k=32".  eps None: the smallest eps this search
     states (the kernel's proven bound rounded up to 4 significant digits, checked on the fast route);
-    a given eps is claimed as it is (fast route, then Arb where fast rejects).  Returns a Comparison:
+    a given eps is claimed as it is (route auto: fast, then Arb on the rows it leaves open).  Returns a Comparison:
     .distance (exact, None if not proved), .estimate (float64), .certificate (kernel-VERIFIED) and
     .verdict; out: a file path to keep the certificate at (else it lives in memory only).
 
@@ -116,8 +116,8 @@ def verify(target: Target | list[Any] | tuple[Any, ...], route: str = DEFAULT_RO
     """The kernel's Verdict (.status VERIFIED / REJECTED / MALFORMED / UNSUPPORTED / INTERNAL-ERROR,
     .exit_code 0-4, .message) on a certificate: a path, a Certificate in memory (written to a
     temporary folder and checked there), a folder (a list: every certificate under it, sorted) or
-    a list of any of these.  route "auto": fast, then Arb where fast rejects (n N <= 2^20); "fast"
-    only; "arb" Arb ball arithmetic throughout (slow).  time_limit:
+    a list of any of these.  route "auto": fast, then Arb on the rows it leaves open (docs/numerics.md
+    §3.1); "fast" only; "arb" Arb ball arithmetic throughout (slow).  time_limit:
     seconds per certificate, beyond which it is UNSUPPORTED "resource limit" (SIGALRM: call from the
     main thread).  jobs: a folder's certificates are checked in that many worker processes (the
     list keeps the sorted order; a script then needs the `if __name__ == "__main__":` guard of

@@ -9,17 +9,25 @@ import numpy as np
 PREC = 256
 
 
-def attention_rows(Q, K, beta):
-    """Rows of A = softmax(beta Q K^T) as lists of Arb balls (beta a Fraction)."""
+def attention_rows(Q, K, beta, weights=None):
+    """Rows of A = softmax(beta Q K^T) as lists of Arb balls (beta a Fraction); with column weights w,
+    A_ij = w_j e^(beta <q_i, k_j>) / sum_l w_l e^(beta <q_i, k_l>) (w_j = 0: the entry is exactly 0)."""
     with flint.ctx.workprec(PREC):
         S = (flint.arb_mat(Q.tolist()) * flint.arb_mat(K.T.tolist())).table()
         b = flint.arb(beta.numerator) / beta.denominator
+        w = [1.0] * K.shape[0] if weights is None else weights.tolist()
         rows = []
         for s in S:
-            e = [(b * (x - s[0])).exp() for x in s]
+            e = [wj * (b * (x - s[0])).exp() for x, wj in zip(s, w)]
             Z = sum(e, flint.arb(0))
             rows.append([x / Z for x in e])
     return rows
+
+
+def row_distances(rows, sigma):
+    """Balls containing ||A_i - A_sigma(i)||_1 for every row i (the errors of a covering)."""
+    with flint.ctx.workprec(PREC):
+        return [sum((abs(a - b) for a, b in zip(rows[i], rows[t])), flint.arb(0)) for i, t in enumerate(sigma)]
 
 
 def factor_row_errors(rows, U, V):

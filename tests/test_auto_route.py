@@ -1,4 +1,4 @@
-"""route auto (the verify default): the fast route, then the Arb route where the fast one rejects.
+"""route auto (the verify default): the fast route, then the Arb route on the rows the fast one leaves open.
 True claims a relative 2^-40 above the exact max row error verify; false ones as close below are
 rejected by every route (the exact values come from an independent Arb reference)."""
 import os
@@ -43,8 +43,8 @@ def test_auto_rescues_a_true_claim_the_fast_route_rejects(tmp_path, make, rel):
     path = claim_file(tmp_path, make, rel)
     assert check(path, "fast").status == "REJECTED"        # the reason auto exists
     v = check(path, "auto")
-    assert v.status == "VERIFIED" and v.details["route"] == "arb", v.line()
-    assert "enclosure=softmax-enclosure(arb balls)" in v.message
+    assert v.status == "VERIFIED" and v.details["route"] == "auto", v.line()
+    assert "arb balls where fast is open" in v.message
 
 
 @pytest.mark.parametrize("make, rel", [(gaussian, -(2.0 ** -40)), (cancelling, -(2.0 ** -20))])
@@ -87,7 +87,7 @@ def test_cli_and_api_default_to_auto(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "certkit", "verify", *a, path], capture_output=True,
                                     text=True, timeout=300)
     assert run().returncode == 0 and run("--route", "fast").returncode == 1
-    assert "enclosure=softmax-enclosure(arb balls)" in run().stdout
+    assert "arb balls where fast is open" in run().stdout
 
 
 def test_one_default_route_everywhere():

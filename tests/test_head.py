@@ -332,7 +332,7 @@ def test_kernel_bound_of_the_float_attention_covers_the_true_error(h):
     attention is at least the true (50-digit) error at every beta of the head's set, i.e. the
     enclosure contains the float attention up to its bound; for a point beta it is also tiny."""
     A = h.attention()
-    bound, row = max_row_error(h.instance(), np.ascontiguousarray(A), np.eye(h.N), "fast")
+    bound, row, _ = max_row_error(h.instance(), np.ascontiguousarray(A), np.eye(h.N), "fast")
     assert 0 <= row < h.n and math.isfinite(bound)
     b = h.beta
     if isinstance(b, BetaInterval):

@@ -42,8 +42,9 @@ def add_arguments(p):
                    help="certificate files; a folder (every certkit certificate under it, recursively); "
                         "or - for one certificate's JSON on stdin")
     p.add_argument("--route", choices=ROUTES, default=DEFAULT_ROUTE,
-                   help="auto (the default): the fast route, and where it rejects a head of at most 2^20 "
-                        "entries n*N, the Arb route (VERIFIED iff one of them verifies); "
+                   help="auto (the default): the fast route, then Arb (128 to 1024 bits) on the rows it leaves "
+                        "open (at most 2^20 entries; lower bounds: the whole head of at most 2^20 entries n*N "
+                        "where fast rejects); "
                         "fast: float64 mid-rad with proven error bounds only; "
                         "arb: Arb ball arithmetic row by row (reference; slow for large heads)")
     p.add_argument("--manifest", metavar="FILE", help="also check a sha256sum-style manifest of the files")

@@ -4,6 +4,7 @@ import os
 
 import numpy as np
 
+from .common import AUTO_ARB
 from .fp import check_environment, FPEnvironmentError
 from .kinds import KINDS, ROUTE_ENCLOSURES, Kind
 from .load import read_json, header, claim as read_claim, instance as read_instance, Claim
@@ -11,8 +12,7 @@ from .verdict import Verdict, Malformed, Unsupported, Rejected
 
 CHECKER = "certkit-kernel 1.2"
 DEFAULT_ROUTE = "auto"      # the route of check(), `certkit verify`, the API and batch unless one is asked for
-ROUTES = (DEFAULT_ROUTE,) + tuple(ROUTE_ENCLOSURES)
-AUTO_ARB = 1 << 20          # route auto: the Arb re-check is tried on instances of at most 2^20 entries
+ROUTES = tuple(ROUTE_ENCLOSURES)
 
 
 def kind_and_claim(doc: dict) -> tuple[Kind, Claim]:
@@ -26,11 +26,11 @@ class TimeLimit(BaseException):
 
 
 def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None) -> Verdict:
-    """Verdict for the certificate file at path.  route "auto": fast, and where it rejects an instance of at
-    most AUTO_ARB entries n N, Arb (each route is sound on its own).  Out of memory or a caller's
-    TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the float choices the kernel bounds but never
-    makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) -> (U, s, Vt) with s non-increasing,
-    e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
+    """Verdict for the certificate file at path.  route "auto": upper bounds, fast, then Arb on the rows it leaves
+    open (common.max_row_bound); lower bounds, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route
+    is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
+    float choices the kernel bounds but never makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) ->
+    (U, s, Vt) with s non-increasing, e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     sha = None
@@ -43,14 +43,15 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: obj
         else:
             base = os.path.dirname(os.path.abspath(path))
             inst = read_instance(doc, base, kind.shape == "pair")
-            first = "fast" if route == "auto" else route
+            lower = route == "auto" and kind.relation == ">="     # lower bounds: fast, then Arb on the whole
             with np.errstate(all="ignore"):
                 try:
-                    details, route = kind.rule(inst, c, doc["witness"], base, first, choices), first
+                    details = kind.rule(inst, c, doc["witness"], base, "fast" if lower else route, choices)
                 except Rejected:
-                    if route != "auto" or inst.n * inst.N > AUTO_ARB:
+                    if not lower or inst.n * inst.N > AUTO_ARB:
                         raise
-                    details, route = kind.rule(inst, c, doc["witness"], base, "arb", choices), "arb"
+                    details = {**kind.rule(inst, c, doc["witness"], base, "arb", choices), "route": "arb"}
+            route = details.pop("route", "fast" if lower else route)
             beta_text = inst.beta.text
         details.update(kind=kind.name, sha256=sha, route=route)
         tail = (f"[kind={kind.name}, sha256={sha[:16]}, assumptions={','.join(sorted(doc['assumptions']))}, "

@@ -5,10 +5,12 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .fp import U, ETA, gamma, inflate, sum_up, arb_up
+from .fp import U, ETA, gamma, inflate, sum_up, arb_up, arb_to_fraction_lower
 from .load import array, Instance
-from .rows import enclose
+from .rows import enclose, CHUNK, PRECS, Prepared
 from .verdict import Malformed, Rejected, Unsupported
+
+AUTO_ARB = 1 << 20          # route auto: Arb re-checks the rows fast leaves open if they hold at most 2^20 entries
 
 
 def indices(x: object, path: str, base_dir: str, upper: int | None, length: int | None = None, lower: int = 0,
@@ -36,8 +38,7 @@ class Decoder:
         else:
             G = array(w["decoder"], f"{path}.decoder", base_dir, (N, M))
             M = G.shape[1]
-            col = np.abs(G).sum(axis=1)
-            for j in np.flatnonzero(col >= 1 - 1e-9):   # certify the close calls exactly
+            for j in np.flatnonzero(np.abs(G).sum(axis=1) >= 1 - 1e-9):   # certify the close calls exactly
                 if sum(Fraction(x) for x in np.abs(G[j]).tolist()) > 1:
                     raise Rejected("decoder", f"sum_b |G[{j},b]| > 1 (exactly)")
             self.cells, self.G = None, G
@@ -48,21 +49,32 @@ class Decoder:
         N = m.shape[1]
         if self.G is not None:
             T = m @ self.G
-        else:
-            T = np.zeros((m.shape[0], self.M))
-            sel = np.flatnonzero(self.cells >= 0)
-            if sel.size:
-                order = sel[np.argsort(self.cells[sel], kind="stable")]
-                cs = self.cells[order]
-                starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
-                T[:, cs[starts]] = np.add.reduceat(m[:, order], starts, axis=1)
+        else:                       # cell sums in float (any order); column M gathers the cell -1 (none)
+            T = np.zeros((m.shape[0], self.M + 1))
+            np.add.at(T.T, self.cells, m.T)
+            T = T[:, :self.M]
         return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
-def max_row_bound(inst, route, row_bound):
-    """(e, i): the largest of the per-row upper bounds row_bound(idx, m, rho) over all rows, its row."""
-    err = np.concatenate([row_bound(idx, m, rho) for idx, m, rho in enclose(inst, None, route)])
-    return float(np.max(err)), int(np.argmax(err))          # rows 0..n-1 in order
+def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):
+    """(e, i, used): the largest of proven bounds e_i >= ||A_i - B_i||_1, its row, the route used.  fast:
+    fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx, *Arb rows of inst (and other)) -> Arb
+    balls of the row errors at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
+    certainly above eps; auto: fast, then arb on the rows fast leaves open if they hold <= AUTO_ARB entries."""
+    err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else np.full(inst.n, np.inf)
+    cut = np.inf if eps is None else float(eps)
+    todo = np.flatnonzero(~(err < cut) & (route != "fast"))
+    todo = todo[:0] if route == "auto" and len(todo) * inst.N > AUTO_ARB else todo
+    used, step = route if len(todo) else "fast", max(1, CHUNK // inst.N)
+    arbs = [Prepared(x).arb for x in (inst, other) if x is not None and len(todo)]     # only if needed
+    for prec in PRECS:
+        with flint.ctx.workprec(prec):
+            balls = [b for s in range(0, len(todo), step) for b in arb_bound(todo[s:s + step], *arbs)]
+        err[todo] = np.minimum(err[todo], [arb_up(b) for b in balls])
+        if eps is not None and any(arb_to_fraction_lower(b) > eps for b in balls):
+            break                                           # a row certainly above eps: no precision helps
+        todo = todo[~(err[todo] < cut)]
+    return float(np.max(err)), int(np.argmax(err)), used
 
 
 def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: Decoder | None = None) -> tuple:
@@ -73,27 +85,19 @@ def enclose_all(inst: Instance, rows: object = None, route: str = "fast", dec: D
     return tuple(np.concatenate(c) for c in zip(*parts))
 
 
-def arb_row_l1(D, add):
-    """Floats >= sum_j |D_ij| + add_i, D an arb_mat: the rows' l1 norms in Arb, no float rounding."""
-    return np.array([arb_up(sum(map(abs, r), flint.arb(a))) for r, a in zip(D.table(), add.tolist())])
-
-
-def row_distance(m, m2, add, route, step):
-    """Floats >= ||m_i - m2_i||_1 + add_i per row: in Arb on route arb; else from fl(m - m2) =
-    (m - m2)(1 + d), |d| <= u (a difference of floats never underflows inexactly), summed upward."""
-    if route == "arb":
-        with flint.ctx.workprec(192):
-            return arb_row_l1(flint.arb_mat(m.tolist()) - flint.arb_mat(m2.tolist()), add)
+def row_distance(m, m2, add, step):
+    """Floats >= ||m_i - m2_i||_1 + add_i per row, from fl(m - m2) = (m - m2)(1 + d), |d| <= u (a difference
+    of floats never underflows inexactly), summed upward."""
     return finite(inflate(sum_up(np.abs(m - m2), axis=1) * (1 + 2 * U) + add, 4), step)
 
 
 def row_error_within(worst_row, eps, step, B):
-    """The proven bound worst of (worst, row) = max_i ||A_i - B_i||_1, if certainly <= eps (decided
-    exactly; NaN/inf never); else Rejected(step)."""
-    worst, row = worst_row
+    """(worst, used) of (worst, row, used), worst a proven bound of max_i ||A_i - B_i||_1, if certainly
+    <= eps (decided exactly; NaN/inf never); else Rejected(step)."""
+    worst, row, used = worst_row
     if not (np.isfinite(worst) and Fraction(worst) <= eps):
         raise Rejected(step, f"certified max_i ||A_i - {B}||_1 <= {worst:.6g} (row {row}) vs claimed eps = {eps}")
-    return worst
+    return worst, used
 
 
 def finite(x, step):

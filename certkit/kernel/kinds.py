@@ -5,12 +5,12 @@ from collections import namedtuple
 
 from . import rule_chain, rule_covering, rule_decoding, rule_factorization, rule_frobenius, rule_lattice
 
-# rule(inst, claim, witness, base_dir, route) -> details (shape "matrix") or rule(instance, claim,
-# witness) -> (details, beta text) ("parametric"); "pair": "matrix" with a replacement, the claim a
-# distance; enclosure None: the route's (ROUTE_ENCLOSURES)
+# rule(inst, claim, witness, base_dir, route, choices) -> details ("matrix"; "pair": with a replacement, the claim a
+# distance) or rule(instance, claim, witness) -> (details, beta text) ("parametric"); enclosure None: the route's
 Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
-ROUTE_ENCLOSURES = {"fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
+ROUTE_ENCLOSURES = {"auto": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp; arb balls where fast is open)",
+                    "fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
                     "arb": "softmax-enclosure(arb balls)"}
 KINDS = {k.name: k for k in (
     Kind("upper-factorization", "<=", ("factor-rank",), rule_factorization.check, "matrix", None),

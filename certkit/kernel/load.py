@@ -97,8 +97,7 @@ def header(doc, kinds):
         raise Malformed("$.version", f"expected canonical \"MAJOR.MINOR\" (no leading zeros), got {v!r:.60}")
     major, minor = (int(p) for p in v.split("."))
     if major != VERSION[0] or minor > VERSION[1]:
-        raise Unsupported(f"format version {v} (this checker reads {VERSION[0]}.0 to "
-                          f"{VERSION[0]}.{VERSION[1]})")
+        raise Unsupported(f"format version {v} (this checker reads {VERSION[0]}.0 to {VERSION[0]}.{VERSION[1]})")
     kind = string(doc.get("kind"), "$.kind")
     if kind not in kinds:
         raise Unsupported(f"certificate kind {kind!r} (this checker reads {', '.join(kinds)})")

@@ -7,8 +7,9 @@ Every rule works from these (proofs/softmax-enclosure.md).  Two routes:
   the roundings; proofs/fp-rounding.md), Cohen–Fausti turning it into an l1 bound
   (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and the softmax
   normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
-* arb: Arb balls for every A_ij, row by row (python-flint); m_ij = float(midpoint),
-  rho_i = sum_j (radius_ij + |midpoint_ij - m_ij|), rounded up.
+* arb: Arb balls for every A_ij (Prepared.arb; python-flint, at the caller's precision).  The max-row
+  rules bound ||A_i - B_i||_1 from the balls themselves (common.max_row_bound); the lower bounds take
+  m_ij = float(midpoint), rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
 
 Entries of dropped columns (weight 0) are exactly 0 in A and in m.  Per entry, and for the
 mass of any column set C, |A_i(C) - m_i(C)| <= rho_i.
@@ -22,39 +23,36 @@ from .expo import exp_nonpos, EXP_REL, EXP_ABS
 from .fp import U, ETA, gamma, inflate, float_up, arb_up
 from .verdict import Rejected
 
-BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk
+BLOCK, CHUNK = 256, 1 << 15          # rows per block; entries per cache-sized chunk (and per Arb block)
+PRECS = (128, 256, 512, 1024)        # the Arb route's working precisions in bits, tried in turn (common.max_row_bound)
 
 
 def rho_softmax(N):
     """||softmax(y) - fl(E(y)/fl(sum E(y)))||_1 <= rho_sm(N) for float y with max_j y_j = 0."""
     u, r, t, g = Fraction(U), Fraction(EXP_REL), Fraction(EXP_ABS), Fraction(gamma(N))
-    first = u / (1 - g) + N * Fraction(ETA) / 2
-    second = (2 * (r + N * t) + g * (1 + r + N * t)) / ((1 - g) * (1 - r - N * t))
-    return float_up(first + second)
+    return float_up(u / (1 - g) + N * Fraction(ETA) / 2
+                    + (2 * (r + N * t) + g * (1 + r + N * t)) / ((1 - g) * (1 - r - N * t)))
 
 
-class _Prepared:
-    """Per-instance quantities shared by all row blocks of the fast route."""
+class Prepared:
+    """Per-instance quantities shared by all row blocks of the fast route; the Arb rows (arb)."""
 
     def __init__(self, inst):
         self.inst, self.kept = inst, inst.kept
         K = inst.K if self.kept is None else inst.K[self.kept]
         self.Kt, self.Nk, self.d = np.ascontiguousarray(K.T), K.shape[0], inst.Q.shape[1]
         self.cols = np.arange(inst.N) if self.kept is None else self.kept     # original index of each kept column
-        d = self.d
         # norms rounded up; inflate's absolute term also covers squares that underflow
-        self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * d))), 2)
-        self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * d)), 2)
-        self.b_mid = self.b_rad = self.logw = None         # logw: Arb balls of log w_j
-        self.bmax = 0.0
+        self.Kmax = inflate(float(np.sqrt(inflate(np.max(np.einsum("ij,ij->i", K, K)), 2 * self.d))), 2)
+        self.Qn = inflate(np.sqrt(inflate(np.einsum("ij,ij->i", inst.Q, inst.Q), 2 * self.d)), 2)
+        self.b_mid, self.b_rad, self.bmax, self.Kt_arb = None, None, 0.0, None
         if inst.weights is not None:                       # then kept is not None
             with flint.ctx.workprec(120):
-                self.logw = [flint.arb(wj).log() for wj in inst.weights[self.kept].tolist()]
-                self.b_mid = np.array([float(L.mid()) for L in self.logw])
-                self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(self.logw, self.b_mid.tolist()))
+                logw = [flint.arb(wj).log() for wj in inst.weights[self.kept].tolist()]
+                self.b_mid = np.array([float(L.mid()) for L in logw])
+                self.b_rad = max(arb_up(abs(L - flint.arb(m))) for L, m in zip(logw, self.b_mid.tolist()))
             self.bmax = inflate(float(np.max(np.abs(self.b_mid))) + self.b_rad, 2)
-        self.rho_sm = rho_softmax(self.Nk)
-        self.g_d = gamma(d + 2)
+        self.rho_sm, self.g_d = rho_softmax(self.Nk), gamma(self.d + 2)
 
     def bias_rows(self, idx):
         b = self.inst.bias
@@ -62,8 +60,7 @@ class _Prepared:
 
     def delta(self, idx, biasmax):
         """A-priori bound on |fl-logit - true logit - (row constant)| for rows idx."""
-        beta = self.inst.beta
-        bm, br = abs(beta.mid), beta.rad
+        bm, br = abs(self.inst.beta.mid), self.inst.beta.rad
         S = inflate(self.Qn[idx] * self.Kmax, 2)                 # >= |<q_i,k_j>|
         err_s = inflate(self.g_d * S + self.d * ETA, 3)          # GEMM error
         Sh = inflate(S + err_s, 1)                               # >= |fl <q_i,k_j>|
@@ -83,7 +80,7 @@ class _Prepared:
         return (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
 
     def block(self, idx):
-        """(m, rho) for the rows idx, m over kept columns; worked in chunks of rows that fit in cache."""
+        """(m, rho) for the rows idx (m over all N columns); worked in chunks of rows that fit in cache."""
         inst, l = self.inst, self.inst.Q[idx] @ self.Kt
         biasmax, step = np.zeros(len(idx)), max(1, CHUNK // max(self.Nk, 1))
         for c in range(0, len(idx), step):
@@ -103,43 +100,48 @@ class _Prepared:
             if vis is not None:
                 x[~vis] = 0.0                                    # a masked entry of A is exactly 0
             x /= np.sum(x, axis=1, keepdims=True)
+        if self.kept is not None:                                # dropped columns: exactly 0 in m
+            full = np.zeros((len(idx), inst.N))
+            full[:, self.kept], l = l, full
         return l, self.delta(idx, biasmax) + self.rho_sm
 
-
-def _arb_block(inst, prep, idx):
-    """Arb reference route for rows idx: (m, rho); masked entries are exactly 0."""
-    m, rho, vis = np.zeros((len(idx), prep.Nk)), np.empty(len(idx)), prep.visible(idx)
-    with flint.ctx.workprec(120):
-        if not hasattr(prep, "arb_Kt"):             # once per instance
-            prep.arb_Kt = flint.arb_mat(prep.Kt.tolist())
-        S = flint.arb_mat(inst.Q[idx].tolist()) * prep.arb_Kt
-        bias = prep.bias_rows(idx)
-        for a in range(len(idx)):
+    def arb(self, idx):
+        """A's rows idx as lists of N Arb balls at the caller's working precision, masked or dropped entries exactly 0
+        (proofs/softmax-enclosure.md (4)): Q K^T, beta, log w_j, exp, sum and division in Arb from the exact inputs."""
+        if self.Kt_arb is None:
+            self.Kt_arb = flint.arb_mat(self.Kt.tolist())          # exact, at the first call
+        inst, vis, bias = self.inst, self.visible(idx), self.bias_rows(idx)
+        logw = [0] * self.Nk if inst.weights is None else [flint.arb(w).log() for w in inst.weights[self.kept].tolist()]
+        out = []
+        for a, s in enumerate((flint.arb_mat(inst.Q[idx].tolist()) * self.Kt_arb).table()):
             js = np.flatnonzero(vis[a]).tolist()
-            row = [inst.beta.ball * S[a, j] + (0 if prep.logw is None else prep.logw[j])
-                   + (0 if bias is None else float(bias[a, j])) for j in js]
-            shift = flint.arb(max(float(x.mid()) for x in row))
-            e = [(x - shift).exp() for x in row]
-            Z = sum(e[1:], e[0])
-            A = [x / Z for x in e]
-            m[a, js] = [float(x.mid()) for x in A]
-            rho[a] = arb_up(sum((abs(x - flint.arb(f)) for x, f in zip(A, m[a, js].tolist())), flint.arb(0)))
-    return m, rho
+            x = [inst.beta.ball * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
+            shift = flint.arb(max(float(v.mid()) for v in x))
+            e = dict(zip(self.cols[js].tolist(), [(v - shift).exp() for v in x]))     # original column: its ball
+            Z = sum(e.values(), flint.arb(0))
+            out.append([e[j] / Z if j in e else flint.arb(0) for j in range(inst.N)])
+        return out
 
 
 def enclose(inst, rows=None, route="fast"):
-    """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns
-    (dropped columns are 0).  ||A_i - m_i||_1 <= rho_i for each row i in idx."""
-    prep = _Prepared(inst)
+    """Yield (idx, m, rho) over the requested rows in blocks; m covers all N columns (dropped columns are 0).  ||A_i -
+    m_i||_1 <= rho_i for i in idx.  Route arb: Prepared.arb at PRECS[0] bits, m_ij = float(midpoint), rho_i in Arb."""
+    prep, step = Prepared(inst), BLOCK if route == "fast" else max(1, CHUNK // inst.N)
     rows = np.arange(inst.n) if rows is None else np.asarray(rows, dtype=np.int64)
-    for s in range(0, len(rows), BLOCK):
-        idx = rows[s:s + BLOCK]
-        m, rho = prep.block(idx) if route == "fast" else _arb_block(inst, prep, idx)
+    for s in range(0, len(rows), step):
+        idx = rows[s:s + step]
+        if route == "fast":
+            m, rho = prep.block(idx)
+        else:
+            with flint.ctx.workprec(PRECS[0]):
+                A = prep.arb(idx)
+                m = np.array([[float(x.mid()) for x in r] for r in A])
+                rho = np.array([arb_up(x) for x in arb_l1(A, m.tolist())])
         if not (np.all(np.isfinite(m)) and np.all(np.isfinite(rho))):
             raise Rejected("enclosure", "non-finite value in the row enclosure (overflow)")
-        if prep.kept is not None:
-            full = np.zeros((len(idx), inst.N))
-            full[:, prep.kept] = m
-            m = full
         yield idx, m, rho
 
+
+def arb_l1(X, Y):
+    """Balls of sum_j |X_ij - Y_ij| per row, X and Y lists of rows of Arb balls (or exact numbers)."""
+    return [sum((abs(x - y) for x, y in zip(r, t)), flint.arb(0)) for r, t in zip(X, Y)]

@@ -1,5 +1,6 @@
-"""Rules bounding row distances between two enclosed attentions, ||A_i - B_i||_1 <= ||m_i - m'_i||_1
-+ rho_i + rho'_i (the float sum by common.row_distance; route arb: in Arb):
+"""Rules bounding row distances between two attentions: ||A_i - B_i||_1 <= ||m_i - m'_i||_1 + rho_i + rho'_i
+(fast enclosures, the float sum by common.row_distance), or sum_j |A_ij - B_ij| in Arb from the two rows'
+balls (route arb, and auto on the rows fast leaves open; common.max_row_bound):
 
 * upper-covering (proofs/cover-rank.md, docs/mathematics.md §9.2): representatives R and an assignment
   sigma(i) in R with ||A_i - A_sigma(i)||_1 <= eps for all i give r_eps(A) <= |R| (B_i := A_sigma(i)).
@@ -9,8 +10,8 @@ import numpy as np
 
 from .common import enclose_all, indices, max_row_bound, row_distance, row_error_within
 from .fp import inflate
-from .load import obj, Instance
-from .rows import enclose
+from .load import obj, Fraction, Instance
+from .rows import arb_l1, enclose
 from .verdict import Malformed, Rejected
 
 
@@ -27,27 +28,29 @@ def check(inst, claim, witness, base_dir, route, choices):
         raise Malformed(f"$.witness.assignment[{i}]", f"row {int(sig[i])} is not a representative")
     if len(R) > claim.bound:
         raise Rejected("upper-covering/size", f"{len(R)} representatives vs claimed bound {claim.bound}")
-    ridx, rm, rrho = enclose_all(inst, Rset, route)             # ridx = Rset, sorted
+    ridx, rm, rrho = enclose_all(inst, Rset, "fast") if route != "arb" else (None,) * 3    # ridx = Rset, sorted
 
-    def row_bound(idx, m, rho):
+    def fast_bound(idx, m, rho):    # a row that represents itself: exactly 0
         t = np.searchsorted(ridx, sig[idx])
-        return row_distance(m, rm[t], inflate(rho + rrho[t], 1), route, "upper-covering/row-distance")
-    worst = row_error_within(max_row_bound(inst, route, row_bound), claim.eps, "upper-covering/row-distance", "A_sigma(i)")
-    return {"certified_max_row_error": worst, "representatives": int(len(R))}
+        return np.where(sig[idx] == idx, 0.0, row_distance(m, rm[t], inflate(rho + rrho[t], 1), "upper-covering/row-distance"))
+    worst, used = row_error_within(max_row_bound(inst, route, fast_bound, lambda idx, A: arb_l1(A(idx), A(sig[idx])), claim.eps),
+                                   claim.eps, "upper-covering/row-distance", "A_sigma(i)")
+    return {"certified_max_row_error": worst, "representatives": int(len(R)), "route": used}
 
 
-def max_row_distance(inst: Instance, other: Instance, route: str = "fast") -> tuple[float, int]:
-    """(e, i): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row attaining it."""
-    blocks = enclose(other, None, route)                 # the same rows in the same blocks as inst's
+def max_row_distance(inst: Instance, other: Instance, route: str = "fast", eps: Fraction | None = None) -> tuple:
+    """(e, i, route used): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row
+    attaining it (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
+    blocks = enclose(other, None, "fast")               # the same rows in the same blocks as inst's
 
-    def row_bound(idx, m, rho):
+    def fast_bound(idx, m, rho):
         _, m2, rho2 = next(blocks)
-        return row_distance(m, m2, inflate(rho + rho2, 1), route, "attention-distance/row-distance")
-    return max_row_bound(inst, route, row_bound)
+        return row_distance(m, m2, inflate(rho + rho2, 1), "attention-distance/row-distance")
+    return max_row_bound(inst, route, fast_bound, lambda idx, A, A2: arb_l1(A(idx), A2(idx)), eps, other)
 
 
 def check_distance(inst, claim, witness, base_dir, route, choices):
     obj(witness, "$.witness", [])
-    worst = row_error_within(max_row_distance(inst, inst.replacement, route), claim.eps,
-                             "attention-distance/row-distance", "A'_i")
-    return {"certified_max_row_distance": worst}
+    worst, used = row_error_within(max_row_distance(inst, inst.replacement, route, claim.eps), claim.eps,
+                                   "attention-distance/row-distance", "A'_i")
+    return {"certified_max_row_distance": worst, "route": used}

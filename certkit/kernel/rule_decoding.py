@@ -55,9 +55,7 @@ def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
     X, = choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)     # any X: it only chooses
     if X.shape != (M, M):
         raise Rejected("lower-decoding-inverse-norm/invert", f"the chosen inverse is {X.shape}, not {M} x {M}")
-    R = np.eye(M) - X @ T
-    absX = np.abs(X)
-    Tabs = sum_up(np.abs(T), axis=1)
+    R, absX, Tabs = np.eye(M) - X @ T, np.abs(X), sum_up(np.abs(T), axis=1)
     prod_err = inflate(gamma(M) * sum_up(absX * Tabs, axis=1) + M * M * ETA, 3)
     res = inflate(sum_up(np.abs(R), axis=1) * (1 + u) + prod_err, 2)     # rows of |I - X T^|
     finite(res, "lower-decoding-inverse-norm/residual")

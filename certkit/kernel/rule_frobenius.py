@@ -7,16 +7,8 @@ Enclosure: C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <=
 sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
 sigma_l^up(C^)^2 with verified singular values (proofs/verified-svd.md) from the oracle's float
 SVD of C^ (check()'s choices: any SVD is sound).  Decided in Arb.
-Witness: optional rows, optional cells/decoder.
-
-Verified singular values (proofs/verified-svd.md; docs/numerics.md §4, INTLAB style): for X (m x n,
-m >= n) and any float thin SVD U, s (non-increasing, >= 0), V with alpha_U >= ||U^T U - I||_2,
-alpha_V >= ||V^T V - I||_2 (< 1/2) and rho >= ||X V - U diag(s)||_2:
-
-    (sqrt(1-alpha_U) s_i - rho)/sqrt(1+alpha_V) <= sigma_i(X) <= (sqrt(1+alpha_U) s_i + rho)/sqrt(1-alpha_V).
-
-2-norms are bounded by Frobenius norms; the rounding of each float product fl(AB) by
-gamma_k |A||B| + k eta entrywise, whose Frobenius norm is <= gamma_k ||A||_F ||B||_F + ...
+Witness: optional rows, optional cells/decoder.  Verified singular values: singular_value_bounds, the
+formula of proofs/verified-svd.md (docs/numerics.md §4), 2-norms bounded by Frobenius norms.
 """
 from fractions import Fraction
 
@@ -32,7 +24,9 @@ from .verdict import Rejected
 def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
     float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
-    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor."""
+    ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor.  With alpha_U,
+    alpha_V >= the orthogonality defects (< 1/2), rho >= ||X V - U diag(s)||_2 (rounding gamma_k |A||B| + k eta per
+    product): (sqrt(1-a_U) s_i - rho)/sqrt(1+a_V) <= sigma_i(X) <= (sqrt(1+a_U) s_i + rho)/sqrt(1-a_V)."""
     if X.shape[0] < X.shape[1]:
         X, Uf, Vt = X.T, Vt.T, Uf.T
     m, n = X.shape
@@ -70,8 +64,7 @@ def check(inst, claim, witness, base_dir, route, choices):
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
     _, C, e = enclose_all(inst, rows, route, dec)          # C = fl(m G) row block by row block
-    n1 = C.shape[0]
-    M = claim.bound
+    n1, M = C.shape[0], claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
     svd = choose(choices, "svd", "lower-frobenius-tail/svd", C, 3) if M > 1 else None
@@ -83,11 +76,10 @@ def check(inst, claim, witness, base_dir, route, choices):
     finite(sig_hi, "lower-frobenius-tail/svd")
     # squares that underflow lose at most eta/2 each
     fro2_lo = Fraction(float(fro2)) * (1 - 2 * Fraction(gamma(C.size + 2))) - C.size * Fraction(ETA)
-    D = fro_up(e)
     with flint.ctx.workprec(100):
         top = sum((arb_of(Fraction(s)) ** 2 for s in sig_hi.tolist()), flint.arb(0))
         tail = arb_of(fro2_lo) - top
-        need = arb_of(Fraction(D)) + flint.arb(n1).sqrt() * arb_of(claim.eps)
+        need = arb_of(Fraction(fro_up(e))) + flint.arb(n1).sqrt() * arb_of(claim.eps)     # D + sqrt(n') eps
         ok = tail > 0 and tail.sqrt() > need
         shown = (float(tail.mid()), float(need.mid()))
     if not ok:

@@ -50,14 +50,14 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
     (a temporary file when None; the Comparison holds its bytes either way).  eps None: the
     smallest eps this search states (the kernel's bound rounded up to DIGITS significant digits, or
     as many more as keep it below 2),
-    checked on the fast route; a given eps is checked on the default route (fast, then Arb where
-    fast rejects).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
+    checked on the fast route; a given eps is checked on the default route (fast, then Arb on the
+    rows it leaves open).  A claim the kernel does not VERIFY leaves no file; distance is then None."""
     t0 = time.perf_counter()
     if (replacement.n, replacement.N) != (head.n, head.N):
         raise HeadError(f"replacement {replacement.name!r} is {replacement.n} x {replacement.N}, "
                         f"the head {head.n} x {head.N}")
     estimate = float_distance(head, replacement)
-    bound, _ = max_row_distance(head.instance(), replacement.instance(), "fast")
+    bound = max_row_distance(head.instance(), replacement.instance(), "fast")[0]
     claim = Fraction(eps) if eps is not None else next(
         (c for c in (round_up(bound, k) for k in range(DIGITS, 18)) if c < 2), Fraction(2))   # more digits near 2
     if claim >= 2:                      # every row-l1 distance is <= 2: nothing to prove
