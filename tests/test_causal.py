@@ -74,3 +74,61 @@ def test_bad_causal_lengths_exit_64(text, tmp_path):
     r = subprocess.run([sys.executable, "-m", "certkit", "scale", "--families", "causal", "--causal-lengths", text,
                         "--out", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 64 and "--causal-lengths" in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------- the staircase lower search (any causal head)
+
+def causal_head(n, d, beta, seed, window=None):
+    from certkit.head import Head, RowMask
+    rng = np.random.default_rng(seed)
+    return Head(rng.standard_normal((n, d)), rng.standard_normal((n, d)), beta, name=f"causal-{seed}",
+                mask=RowMask(0, window))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 120), d=st.integers(1, 8), beta=st.sampled_from([0, 1, 3, 10]), seed=st.integers(0, 10 ** 6),
+       window=st.sampled_from([None, 1, 3, 16]), eps=EPS, theta=st.sampled_from([0.0, 0.1, 0.2]))
+def test_staircase_contraction_is_lower_triangular_with_a_small_inverse(tmp_path_factory, n, d, beta, seed, window,
+                                                                         eps, theta):
+    """Lemma 8.2 on the staircase: cells C_a inside (e_{i_(a-1)}, e_{i_a}], so row i_a has no mass on later
+    cells (T lower triangular) and eps ||T^-1||_inf < 1, computed here from scratch in exact rationals of
+    the float matrix; the kernel VERIFIES r_eps >= M."""
+    from certkit.search import lower
+    head = causal_head(n, d, beta, seed, window)
+    A = head.attention()
+    msgs, cells = lower.staircase(A, float(eps), theta)
+    M = len(msgs)
+    assert M >= 1 and np.all(np.diff(msgs) > 0)
+    assert len(np.unique(cells[cells >= 0])) == M
+    T = lower.contraction(A, msgs, cells)
+    assert np.array_equal(np.triu(T, 1), np.zeros((M, M)))
+    Tq = [[Fraction(x) for x in row] for row in T.tolist()]
+    X = [[Fraction(0)] * M for _ in range(M)]                 # exact inverse of the triangular T
+    for a in range(M):
+        X[a][a] = 1 / Tq[a][a]
+        for b in range(a):
+            X[a][b] = -sum(Tq[a][c] * X[c][b] for c in range(b, a)) / Tq[a][a]
+    assert eps * max(sum(abs(x) for x in row) for row in X) < 1
+    if M > 1:
+        p = str(tmp_path_factory.mktemp("s") / "stair.json")
+        v = writer.write_checked(p, "lower-decoding-inverse-norm", M, eps, head,
+                                 {"messages": (msgs, "int"), "cells": (cells, "int")})
+        assert v.status == "VERIFIED", v.line()
+
+
+def test_staircase_on_prefix_averaging_finds_the_constructed_messages():
+    """At beta = 0 the staircase with whole intervals is the prefix-averaging construction's greedy."""
+    from certkit.search import lower
+    for n, eps in ((64, Fraction(1, 4)), (300, Fraction(1, 10)), (500, Fraction(1, 2))):
+        msgs, cells = lower.staircase(causal.prefix_head(n).attention(), float(eps), 0.0)
+        want = causal.messages(n, eps, "inverse")
+        assert abs(len(msgs) - len(want)) <= 1 and len(msgs) >= 2
+
+
+def test_staircase_needs_prefixes_that_never_shrink():
+    from certkit.search import lower
+    A = causal.prefix_head(6).attention()[::-1].copy()         # row 0 sees all, row 5 only column 0
+    assert lower.staircase(A, 0.25) is None
+    full = np.full((5, 5), 0.2)                                 # an encoder: one cell holds everything
+    msgs, cells = lower.staircase(full, 0.25)
+    assert len(msgs) == 1
