@@ -7,7 +7,9 @@ For message rows i_1..i_M and disjoint column cells C_1..C_M, T_A[a, b] = A_{i_a
 
 Candidates come from: one cell holding every column (M = 1 whenever eps < 1); argmax cells of
 peaked rows; "farthest-point" messages (l1 farthest-point traversal of the rows) with every
-column assigned to the message that weighs it most, pruned until the test passes.  All tests
+column assigned to the message that weighs it most, pruned until the test passes; on a causal or
+sliding-window head, the staircase (messages in order, each cell inside the prefix its message adds:
+T lower triangular, docs/mathematics.md §8.5).  All tests
 here are float with a safety margin; each returned candidate is decided by the kernel.
 """
 import numpy as np
