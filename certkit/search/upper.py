@@ -34,6 +34,7 @@ LARGE = 1 << 22        # n N above this: a sketched SVD and row-blocked errors (
 BUDGET_FROM = 1 << 20  # n N above this: the refinement has max(200, 2^32 / (n N)) evaluations in all
 REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 4 n N bytes)
 RESCUE_AT = frozenset(range(60, 1000, 40))   # evaluations of a refinement at which a near miss gets lp_rescue
+RESCUE_NEAR = 1.015    # ... a near miss: float max row error within this factor of the target
 TINY = 2.0 ** -100     # row weights of the refinement's gradient below this are 0 (subnormal float32
                        # products make a GEMM 10-200x slower; such a row's share is below float32's
                        # rounding next to the worst row's weight, which is >= 1 / n^(1 - 1/p))
@@ -138,7 +139,7 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
     check_at evaluations if it is still above hopeless * eps (and after c evaluations if still
     above h * eps, for each (c, h) in early); memory: the L-BFGS pairs kept; budget: None or a
     one-element list of evaluations left, shared by the caller's refinements (stop at 0).
-    At the evaluations in rescue_at, a near miss (float error within 1.015 eps) gets lp_rescue
+    At the evaluations in rescue_at, a near miss (float error within RESCUE_NEAR eps) gets lp_rescue
     (its few failing rows refitted exactly on the current basis), and stops if that succeeds.
     Returns (C, G) in float64.
 
@@ -189,7 +190,7 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
             c = calls[0]
             if worst <= target or (c in checks and best[0] > checks[c] * target):
                 raise _Stop(x.copy())
-            if c in rescue_at and worst <= 1.015 * target:       # a near miss: refit its few worst rows
+            if c in rescue_at and worst <= RESCUE_NEAR * target:   # a near miss: refit its few worst rows
                 C1 = lp_rescue(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N), eps)
                 if C1 is not None:
                     raise _Stop(np.concatenate([C1.ravel(), x[n * k:]]))
@@ -297,7 +298,7 @@ def truncate(C, G, k):
     return (Qc @ Ub[:, :k]) * s[:k], Vbt[:k] @ Qg.T
 
 
-def lp_rescue(A, C, G, eps, near=1.015, rows=3, work=1 << 21):
+def lp_rescue(A, C, G, eps, near=RESCUE_NEAR, rows=3, work=1 << 21):
     """A failed fit (C, G) whose float errors exceed eps (1 - SAFETY) on at most `rows` rows, by at
     most a factor `near`: refit just those rows exactly (fit_rows_lp on the basis G; the LP optimum
     is never worse than the row's current fit), the worst row first, giving up at the first row

@@ -23,7 +23,7 @@ import numpy as np
 from ... import geometry
 from ...errors import UserError
 from ...models.families import times
-from ...numbers import OverSqrt, tag
+from ...numbers import tag
 from ... import parallel
 from ...search import writer
 from ...search.chain import best_chain
@@ -112,7 +112,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     t0 = time.perf_counter()
     mult = Fraction(multiplier)
     p = head.provenance
-    h = head.replace(beta=scaled(head, mult))
+    h = head.replace(beta=times(head.beta, mult))
     geo = geo if geo is not None else geometry.profile_geometry(h.queries, h.keys, h.weights)
     fields, curves, (prof, A) = bridge(h, eps_list, geo)
     inst = h.instance()
@@ -153,18 +153,11 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     return {"rows": rows, **curves, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def scaled(head, mult):
-    """beta = mult x the model's own scale (head.beta, multiplier 1): mult/sqrt(d_head) for every model
-    whose scale is 1/sqrt(d_head), else the model's (GPT-2's scale_attn_by_inverse_layer_idx) times mult."""
-    own = head.beta
-    return OverSqrt(mult, Fraction(head.d)) if own == OverSqrt(1, head.d) else times(own, mult)
-
-
 def row_of(p, mult, h, eps, br, found):
     """One results row: where (model, L, layer, head, m, beta, eps, n, d_head), the bridge fields
     br and the searches' fields `found` (report.FIELDS orders the CSV columns)."""
     return {"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"], "multiplier": str(mult),
-            "beta": f"{mult}/sqrt({h.d})" if h.beta == OverSqrt(mult, h.d) else str(h.beta), "eps": str(eps),
+            "beta": str(h.beta), "eps": str(eps),
             "n": h.n, "d_head": h.d, **br, **found}
 
 
@@ -180,7 +173,7 @@ def refresh(task):
         with open(path) as f:
             g = json.load(f)
         t0 = time.perf_counter()
-        h = h0.replace(beta=scaled(h0, Fraction(m)))
+        h = h0.replace(beta=times(h0.beta, Fraction(m)))
         fields, curves, _ = bridge(h, [r["eps"] for r in g["rows"]], geo)
         keep = ("R_sym", "R_sym_r", "R_sym_applicable", "R_con", "upper_method", "lower", "lower_kind", "certificates",
                 "seconds")
