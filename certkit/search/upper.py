@@ -168,7 +168,7 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         return R
 
     def f(x):
-        x32 = x.astype(np.float32)
+        x32 = x.astype(np.float32, copy=False)
         Cx, Gx = x32[:n * k].reshape(n, k), x32[n * k:].reshape(k, N)
         calls[0] += 1
         if budget is not None:
@@ -203,7 +203,7 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         F = m * sw ** (1 / p)
         ge = w / r / sw ** (1 - 1 / p)                            # (e / m)^(p - 1) / sw^(1 - 1/p)
         ge = np.where(ge < TINY, 0.0, ge).astype(np.float32)     # no subnormal float32 in the products
-        g = np.empty(x.size)
+        g = np.empty(x.size, dtype=np.float32)
         gC, gG = g[:n * k].reshape(n, k), None
         for b in blocks:                                          # one block: R, S from above
             if len(blocks) > 1:
@@ -219,11 +219,12 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         g[n * k:] = gG.ravel()
         return F, g
 
-    x0 = np.concatenate([C.ravel(), G.ravel()])
+    x0 = np.concatenate([C.ravel(), G.ravel()]).astype(np.float32)
     try:
         x = lbfgs(f, x0, iters, m=memory, dtype=np.float32)
     except _Stop as r:
         x = r.x
+    x = x.astype(np.float64)
     return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
 
 
@@ -236,9 +237,14 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
     so the new pair's products with the memory come without a third pass:
     Z s = t Z d = -t (gamma v + W c) (d = -(gamma g + c^T Z)) and Z y = Z g1 - Z g, where Z g1
     is the next step's v.  Plain numpy: scipy's L-BFGS-B driver costs more per step than our
-    objective at these sizes.  A safe point (budget.tick) before every evaluation of f."""
+    objective at these sizes.  A safe point (budget.tick) before every evaluation of f.  Every
+    vector (x, g, the direction, the memory) is kept in `dtype`: in float32 the step's vector
+    operations move half the bytes (the refinement's objective is float32 anyway); the Gram
+    matrix and the small solves stay float64."""
     tick()
+    x = np.asarray(x, dtype=dtype)
     F, g = f(x)
+    g = np.asarray(g, dtype=dtype)
     Z = np.zeros((2 * m, x.size), dtype=dtype)  # ring buffer: s_i in rows [0, m), y_i in [m, 2m)
     W = np.zeros((2 * m, 2 * m))                # W = Z Z^T: SY[i, j] = s_i . y_j is W[i, m + j]
     v = np.zeros(2 * m)                         # v = Z g
@@ -255,15 +261,18 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
                                - gam * v[m + o], trans=1)[0]               # R^T p1 = ...
             coef = np.zeros(2 * m)
             coef[o], coef[m + o] = p1, gam * p2
-            d, Zd = -(gam * g + coef.astype(dtype) @ Z), -(gam * v + W @ coef)
-        slope = g @ d
+            d = coef.astype(dtype) @ Z
+            d += dtype(gam) * g
+            d, Zd = -d, -(gam * v + W @ coef)
+        slope = float(g @ d)
         if not slope < 0:                       # not a descent direction: restart
-            L, d, Zd, slope = 0, -g, -v, -(g @ g)
-        t = 1.0 if L else min(1.0, 1.0 / max(np.sqrt(g @ g), 1e-300))
+            L, d, Zd, slope = 0, -g, -v, -float(g @ g)
+        t = 1.0 if L else min(1.0, 1.0 / max(np.sqrt(float(g @ g)), 1e-300))
         for _ in range(30):
             tick()
-            x1 = x + t * d
+            x1 = x + dtype(t) * d
             F1, g1 = f(x1)
+            g1 = np.asarray(g1, dtype=dtype)
             if F1 <= F + 1e-4 * t * slope:
                 break
             t *= 0.5
@@ -271,9 +280,9 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
             return x
         s_, y_ = x1 - x, g1 - g
         x, F = x1, F1
-        v1 = (Z @ g1.astype(dtype)).astype(np.float64)              # Z g1, the memory before this pair
-        sy = y_ @ s_
-        if sy > 1e-12 * (s_ @ s_):
+        v1 = (Z @ g1).astype(np.float64)                             # Z g1, the memory before this pair
+        sy, ss = float(y_ @ s_), float(s_ @ s_)
+        if sy > 1e-12 * ss:
             if L == m:
                 first, L = (first + 1) % m, m - 1
             j = (first + L) % m
@@ -281,7 +290,7 @@ def lbfgs(f, x, iters, m=10, dtype=np.float64):
             Z[j], Z[m + j] = s_, y_
             W[j, :], W[m + j, :] = Zs, Zy
             W[:, j], W[:, m + j] = Zs, Zy
-            W[j, j], W[m + j, m + j] = s_ @ s_, y_ @ y_
+            W[j, j], W[m + j, m + j] = ss, y_ @ y_
             W[j, m + j] = W[m + j, j] = sy
             v1[j], v1[m + j] = s_ @ g1, y_ @ g1
             L += 1
@@ -313,7 +322,7 @@ def lp_rescue(A, C, G, eps, near=RESCUE_NEAR, rows=3, work=1 << 21):
     k, N = G.shape
     if bad.size == 0 or bad.size > rows or e.max() > near * target or bad.size * k * N > work:
         return None
-    C = C.copy()
+    C = np.array(C, dtype=np.float64)
     for i in bad[np.argsort(-e[bad], kind="stable")]:
         c, e_i = fit_rows_lp(A[i:i + 1], G)
         if not e_i[0] <= target:
@@ -483,7 +492,9 @@ def svd_rank(A, Uf, s, Vt, target):
 
 
 def factor_row_errors(A, C, G, block_entries=1 << 22):
-    """||A_i - (C G)_i||_1 for every row i, in row blocks (no n x N temporary)."""
+    """||A_i - (C G)_i||_1 for every row i, in row blocks (no n x N temporary), in float64
+    whatever the factors' dtype."""
+    C, G = np.asarray(C, dtype=np.float64), np.asarray(G, dtype=np.float64)
     step = max(1, block_entries // max(A.shape[1], 1))
     out = np.empty(A.shape[0])
     for s in range(0, A.shape[0], step):
