@@ -346,3 +346,30 @@ def test_search_is_deterministic():
     assert r1["k"] == r2["k"] and r1["method"] == r2["method"]
     assert r1["U"].tobytes() == r2["U"].tobytes() and r1["V"].tobytes() == r2["V"].tobytes()
     assert [t["certified_error"] for t in r1["tried"]] == [t["certified_error"] for t in r2["tried"]]
+
+
+@pytest.mark.parametrize("gives_up, want, found", [
+    (1.21, [56, 60, 56, 52, 48, 50, 49], [60, 56, 52, 50]),   # 56 given up near eps from 64: tried again from 60
+    (1.8, [56, 60, 58, 57], [60, 58, 57]),                    # given up far from eps: not tried again
+    (None, [56, 60, 58, 57], [60, 58, 57]),                   # 56 failed for good: never tried again
+])
+def test_descend_retries_a_rank_given_up_early_only_from_a_closer_start(monkeypatch, gives_up, want, found):
+    """Scripted refinements: rank k1 fits iff k1 >= 50, except 56 from the first start (64)."""
+    A = np.zeros((70, 70))
+    calls, last = [], {}
+
+    def scripted(A_, C, G, outcome=None, **kw):
+        k1 = C.shape[1]
+        first = not calls
+        calls.append(k1)
+        last["ok"] = k1 >= 50 and not (k1 == 56 and first)
+        if k1 == 56 and first and gives_up:
+            outcome["gave_up"] = gives_up
+        return C, G
+
+    monkeypatch.setattr(upper, "refine", scripted)
+    monkeypatch.setattr(upper, "truncate", lambda C, G, k: (C[:, :k], G[:k]))
+    monkeypatch.setattr(upper, "factor_row_errors", lambda A_, C, G: np.array([0.0 if last["ok"] else 1.0]))
+    ranks = [k for k, _, _ in upper.descend(A, 0.5, np.zeros((70, 64)), np.zeros((64, 70)), rescue=False)]
+    assert calls == want
+    assert ranks == found
