@@ -169,6 +169,8 @@ def test_an_encoder_series_beside_the_decoder(tmp_path, capsys, monkeypatch, dec
     assert "--encoder-model " + encoder in md and (out / "causal-real.png").stat().st_size > 0
     ran.clear()
     assert main(args) == 0 and ran == []                                    # all read back
+    (out / enc[1]["upper_file"]).unlink()                  # a point whose certificate is gone is certified again
+    assert main(args) == 0 and ran == ["l1-h0"] and (out / enc[1]["upper_file"]).exists()
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -208,3 +210,17 @@ def test_a_decoder_as_encoder_exits_cleanly_from_the_shell(tmp_path, decoder):
     r = subprocess.run([sys.executable, "-m", "certkit"] + scale_args(decoder, tmp_path / "s", "--encoder-model", decoder),
                        capture_output=True, text=True)
     assert r.returncode == 64 and "is a decoder" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_what_the_data_support_never_rounds_a_lower_share_up():
+    """A head whose certified lower bound is 749 at n = 1000 is at least 0.74 n there, not 0.75 n;
+    heads below n/2 somewhere are not called linear, and the sentence says so when none is."""
+    rows = [dict(r, label="lin", head="lin", log2_n=math.log2(r["n"])) for r in
+            [{"n": 1000, "lower": 749, "upper": 900}, {"n": 2000, "lower": 1600, "upper": 1900},
+             {"n": 4000, "lower": 3200, "upper": 3900}]]
+    rows += [dict(r, label="half", head="half", log2_n=math.log2(r["n"])) for r in
+             [{"n": 1000, "lower": 600, "upper": 900}, {"n": 2000, "lower": 999, "upper": 1900},
+              {"n": 4000, "lower": 3200, "upper": 3900}]]
+    text = growth.support(rows, growth.laws(rows))
+    assert "1 of 2 heads grow like n itself" in text and "lin: c = 0.74" in text and "half" not in text.split(";")[0]
+    assert "none of the 1 heads grows like n itself" in growth.support(rows[3:], growth.laws(rows[3:]))

@@ -116,11 +116,13 @@ def encoder_lengths(lengths, info):
     return ns
 
 
-def reusable(rows, settings, budget):
-    """Whether a point's stored rows serve this run: the same settings (model file, text, eps), and,
-    if the budget stopped the point, the same budget (a point not stopped is a run without one's)."""
+def reusable(rows, settings, budget, out):
+    """Whether a point's stored rows serve this run: the same settings (model file, text, eps), the
+    certificates they name still under out, and, if the budget stopped the point, the same budget (a
+    point the budget did not stop is what a run without one finds)."""
     return bool(rows) and all(r.get(k) == v for r in rows for k, v in settings.items()) and \
-        all(not r.get("stopped_on_budget") or r.get("budget") == budget for r in rows)
+        all(os.path.exists(os.path.join(out, r[k])) for r in rows for k in ("lower_file", "upper_file") if r.get(k)) \
+        and all(not r.get("stopped_on_budget") or r.get("budget") == budget for r in rows)
 
 
 def plan(mdl, tok, info, heads, lengths, eps, out, budget=None, sub=""):
@@ -142,7 +144,7 @@ def plan(mdl, tok, info, heads, lengths, eps, out, budget=None, sub=""):
                     rows = json.load(f)
             except (OSError, ValueError):
                 rows = []
-            if reusable(rows, settings, budget):
+            if reusable(rows, settings, budget, out):
                 done += rows
             else:
                 waiting.append((l, h, rel))
@@ -306,6 +308,11 @@ def markdown(rows, fits, info, eps, command):
     return "\n".join(L)
 
 
+def down(x):
+    """x rounded down to 2 decimals (a stated "at least c n" must hold at every point)."""
+    return f"{math.floor(x * 100) / 100:.2f}"
+
+
 LINEAR = 0.5      # a head "grows like n" when its certified lower bound is at least LINEAR n at every length
 
 
@@ -324,7 +331,7 @@ def support(rows, fits, who="heads", caveat=True):
     name = lambda hs: ", ".join(hs) or "none"
     if linear:
         grow = (f"{len(linear)} of {len(fits)} {who} grow like n itself, a certified lower bound of at least c n at "
-                f"every length (" + ", ".join(f"{h}: c = {share[h]:.2f}" for h in linear) + "); as r_eps <= n always "
+                f"every length (" + ", ".join(f"{h}: c = {down(share[h])}" for h in linear) + "); as r_eps <= n always "
                 "holds, c n <= r_eps <= n, so no fixed rank serves them as the context grows")
     else:
         grow = f"none of the {len(fits)} {who} grows like n itself (a certified lower bound of at least {LINEAR:g} n at every length)"
@@ -344,11 +351,12 @@ def plot(rows, fits, eps, path, decoder=None):
     another model than decoder (the encoder series) in grey, dotted."""
     from .figures import figure_style, save_figure
     with figure_style() as plt:
-        fig, ax = plt.subplots(figsize=(3.4, 3.4), layout="constrained")
+        two = decoder is not None and any(r.get("model", decoder) != decoder for r in rows)
+        fig, ax = plt.subplots(figsize=(3.4, 4.1 if two else 3.4), layout="constrained")
         ns = np.array(sorted({r["n"] for r in rows}), float)
         ax.fill_between(ns, np.ceil(np.log2(ns)) - 1, np.ceil(np.log2(ns)), color="0.6", alpha=0.5,
                         label=r"prefix averaging: $\log_2 n - 1 \leq r \leq \log_2 n$")
-        greys, markers = ["0.25", "0.55", "0.4", "0.7"], ["o", "s", "D", "P"]
+        greys = ["0.2", "0.55", "0.35", "0.7"]
         k = 0
         for h in fits:
             sel = [r for r in rows if label(r) == h and r["lower"] and r["upper"]]
@@ -360,18 +368,22 @@ def plot(rows, fits, eps, path, decoder=None):
                 line = ax.plot(n, up, "v-", ms=3, lw=0.8, label=h)[0]
                 ax.plot(n, lo, "^--", ms=3, lw=0.8, color=line.get_color())
                 ax.fill_between(n, lo, up, color=line.get_color(), alpha=0.12)
-            else:                                           # the encoder series: grey, dotted, its own markers
-                c, m = greys[k % len(greys)], markers[k % len(markers)]
+            else:                                           # the encoder series: grey, dotted, hollow markers
+                c = greys[k % len(greys)]
                 k += 1
-                ax.plot(n, up, ":", marker=m, ms=3, lw=0.9, color=c, mfc="none", label=f"{h} (encoder)")
-                ax.plot(n, lo, ":", marker=m, ms=3, lw=0.9, color=c)
+                ax.plot(n, up, "v:", ms=3.5, lw=1.0, color=c, mfc="white", label=f"{h} (encoder, no mask)")
+                ax.plot(n, lo, "^:", ms=3.5, lw=1.0, color=c, mfc="white")
                 ax.fill_between(n, lo, up, color=c, alpha=0.08)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(r"context length $n$")
         ax.set_ylabel(r"certified $r_\varepsilon$: lower (▲) and upper (▼)")
-        ax.set_title(rf"Real {'decoder and encoder' if k else 'decoder'} heads, $\varepsilon = {eps}$")
-        ax.legend(fontsize=6 if k == 0 else 5, loc="center right", frameon=False)   # the empty band between the groups
+        if k:
+            ax.set_title(rf"Real heads, $\varepsilon = {eps}$: {decoder} (causal) and encoders (grey)", fontsize=7)
+            fig.legend(fontsize=5.5, loc="outside lower center", ncol=2, frameon=False)
+        else:
+            ax.set_title(rf"Real decoder heads, $\varepsilon = {eps}$")
+            ax.legend(fontsize=6, loc="center right", frameon=False)          # the empty band between the groups
         return save_figure(fig, os.path.splitext(path)[0])
 
 
