@@ -223,4 +223,5 @@ def test_what_the_data_support_never_rounds_a_lower_share_up():
               {"n": 4000, "lower": 3200, "upper": 3900}]]
     text = growth.support(rows, growth.laws(rows))
     assert "1 of 2 heads grow like n itself" in text and "lin: c = 0.74" in text and "half" not in text.split(";")[0]
+    assert "1 have a certified lower bound that grows more slowly than n" in text and "0.80 n at n = 4000" in text
     assert "none of the 1 heads grows like n itself" in growth.support(rows[3:], growth.laws(rows[3:]))

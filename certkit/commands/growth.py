@@ -329,6 +329,15 @@ def support(rows, fits, who="heads", caveat=True):
     above = [h for h in share if h not in linear + const and all(r["lower"] > math.ceil(r["log2_n"]) for r in of(h))]
     slow = [h for h in share if h not in linear + const + above]
     name = lambda hs: ", ".join(hs) or "none"
+
+    def slower(hs):               # each head's power law of the lower bound and its share of n at the largest n
+        out = []
+        for h in hs:
+            last, f = max(of(h), key=lambda r: r["n"]), fits[h]["lower"]
+            law = "" if f is None else (f"lower ≈ {math.exp(f['power']['ln_c']):.2g} n^{f['power']['p']:.2f}, p in "
+                                        f"[{f['power']['ci95'][0]:.2f}, {f['power']['ci95'][1]:.2f}]; ")
+            out.append(f"{h}: {law}{down(last['lower'] / last['n'])} n at n = {last['n']}")
+        return "; ".join(out) or "none"
     if linear:
         grow = (f"{len(linear)} of {len(fits)} {who} grow like n itself, a certified lower bound of at least c n at "
                 f"every length (" + ", ".join(f"{h}: c = {down(share[h])}" for h in linear) + "); as r_eps <= n always "
@@ -336,8 +345,9 @@ def support(rows, fits, who="heads", caveat=True):
     else:
         grow = f"none of the {len(fits)} {who} grows like n itself (a certified lower bound of at least {LINEAR:g} n at every length)"
     text = (f"over n = {lengths[0]}..{lengths[-1]} ({len(lengths)} lengths), {grow}; "
-            f"{len(const)} keep the same certified rank at every length ({name(const)}); {len(above)} grow more slowly "
-            f"but stay above prefix averaging's log2 n ({name(above)}); {len(slow)} grow slowly, their certified lower "
+            f"{len(const)} keep the same certified rank at every length ({name(const)}); {len(above)} have a certified "
+            f"lower bound that grows more slowly than n but stays above prefix averaging's log2 n ({slower(above)}); "
+            f"{len(slow)} grow slowly, their certified lower "
             f"bound at or below prefix averaging's log2 n at some length ({name(slow)}).")
     if not caveat:
         return text
