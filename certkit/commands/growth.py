@@ -366,6 +366,7 @@ def plot(rows, fits, eps, path, decoder=None):
         ns = np.array(sorted({r["n"] for r in rows}), float)
         ax.fill_between(ns, np.ceil(np.log2(ns)) - 1, np.ceil(np.log2(ns)), color="0.6", alpha=0.5,
                         label=r"prefix averaging: $\log_2 n - 1 \leq r \leq \log_2 n$")
+        ax.plot(ns, ns, "-", color="k", lw=0.5, alpha=0.6, label=r"$r = n$ (always $r_\varepsilon \leq n$)")
         greys = ["0.2", "0.55", "0.35", "0.7"]
         k = 0
         for h in fits:
