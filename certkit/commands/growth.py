@@ -281,8 +281,8 @@ def markdown(rows, fits, info, eps, command):
     for m in enc:
         sel = [r for r in rows if r.get("model") == m]
         L[-1] += (f" Beside them, for comparison, {len(set(map(label, sel)))} heads of the encoder {m} (no mask: "
-                  f"every query sees every key), certified the same way on the same text at the lengths up to "
-                  f"{max(r['n'] for r in sel)} (its position limit), under `certificates/causal-real/{m}/`; they are "
+                  f"every query sees every key), certified the same way on the same text at the lengths within its "
+                  f"position limit (n = {min(r['n'] for r in sel)}..{max(r['n'] for r in sel)}), under `certificates/causal-real/{m}/`; they are "
                   f"named `{m} lL-hH` below and drawn in grey in the plot.")
     budget = budget_text(rows)
     L += [""] + ([budget, ""] if budget else []) + ["| head | lower-bound laws | upper-bound laws |", "|---|---|---|"]
