@@ -43,9 +43,9 @@ def test_parse_heads():
             growth.parse_heads(bad)
 
 
-def test_scale_causal_real_on_a_small_decoder(tmp_path, capsys, monkeypatch):
-    """A tiny random Llama as a GGUF file (its byte tokenizer reads the built-in text): every point
-    certified, the csv and the summary written, and a rerun certifies nothing again."""
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    """A tiny random Llama as a GGUF file (its byte tokenizer reads the built-in text)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
@@ -54,14 +54,48 @@ def test_scale_causal_real_on_a_small_decoder(tmp_path, capsys, monkeypatch):
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=V, hidden_size=H, num_hidden_layers=LAYERS, num_attention_heads=NH, num_key_value_heads=NKV,
         intermediate_size=F, max_position_embeddings=P, initializer_range=0.2, tie_word_embeddings=False))
-    path = write_gguf(tmp_path / "t.gguf", {k: v.numpy() for k, v in model.state_dict().items()})
-    args = ["scale", "--families", "causal-real", "--model", str(path), "--growth-heads", "l0-h1,l1-h3",
-            "--growth-lengths", "12,16,24", "--eps", "1/4", "--out", str(tmp_path / "o"), "--no-plots"]
+    return str(write_gguf(tmp_path_factory.mktemp("dec") / "t.gguf", {k: v.numpy() for k, v in model.state_dict().items()}))
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    """A tiny random BERT folder (2 layers x 4 heads) with MiniLM's tokenizer and 20 positions, so
+    of the lengths 12, 16, 24 only 12 and 16 fit it."""
+    torch = pytest.importorskip("torch")
+    t = pytest.importorskip("transformers")
+    ex = pytest.importorskip("certkit.models.extract")
+    tok = t.AutoTokenizer.from_pretrained(ex.model_folder("minilm"), local_files_only=True)
+    folder = tmp_path_factory.mktemp("enc") / "bert-tiny"
+    torch.manual_seed(5)
+    t.BertModel(t.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             intermediate_size=64, initializer_range=0.2, max_position_embeddings=20)
+                ).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
+def scale_args(model, out, *more, heads="l0-h1,l1-h3", lengths="12,16,24", eps="1/4"):
+    return ["scale", "--families", "causal-real", "--model", model, "--growth-heads", heads, "--growth-lengths",
+            lengths, "--eps", eps, "--out", str(out), "--no-plots", *more]
+
+
+def read_csv(path):
+    import csv
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_scale_causal_real_on_a_small_decoder(tmp_path, capsys, monkeypatch, decoder):
+    """Every point certified, the csv and the summary written, and a rerun certifies nothing again."""
+    args = scale_args(decoder, tmp_path / "o")
     assert main(args) == 0, capsys.readouterr().err
     lines = (tmp_path / "o" / "causal-real.csv").read_text().splitlines()
-    assert lines[0].startswith("head,layer,head_index,n,") and len(lines) == 1 + 2 * 3
+    assert lines[0].startswith("model,head,layer,head_index,n,") and len(lines) == 1 + 2 * 3
+    assert all(r["model"] == "t" and r["budget"] == "" and r["stopped_on_budget"] == ""
+               for r in read_csv(tmp_path / "o" / "causal-real.csv"))
     md = (tmp_path / "o" / "causal-real.md").read_text()
     assert "| l1-h3 | 24 |" in md and "closer:" in md and "What the data support" in md
+    assert "budget" not in md and "--growth-budget" not in md and "Encoder" not in md
     calls = []
     monkeypatch.setattr(growth, "task", lambda t: calls.append(t) or [])
     assert main(args) == 0 and calls == []                 # every point read back
@@ -70,3 +104,124 @@ def test_scale_causal_real_on_a_small_decoder(tmp_path, capsys, monkeypatch):
     assert main(other) == 0 and len(calls) == 2 * 3
     assert main(args[:2] + ["causal-real,causal"] + args[3:]) == 64
     assert "runs alone" in capsys.readouterr().err
+
+
+def test_the_growth_budget_reaches_the_sandwich_and_is_recorded(tmp_path, capsys, monkeypatch, decoder):
+    """--growth-budget 0 gets to every point's sandwich, which then stops at once (r >= 1, no upper
+    certificate): the rows, the csv and the summary say so, and the command in the summary has it.
+    A stopped point is read back only under the same budget; a point no budget stopped, under any."""
+    from certkit.commands import certify
+    real, seen = certify.sandwich, []
+
+    def spy(*a, **kw):
+        seen.append(kw.get("budget"))
+        return real(*a, **kw)
+    monkeypatch.setattr(certify, "sandwich", spy)
+    out = tmp_path / "b"
+    args = scale_args(decoder, out, heads="l1-h3")
+    assert main(args + ["--growth-budget", "0"]) == 1          # no upper certificate: not every point complete
+    assert seen == [0.0, 0.0, 0.0]
+    rows = read_csv(out / "causal-real.csv")
+    assert [(r["n"], r["lower"], r["upper"], r["budget"], r["stopped_on_budget"]) for r in rows] == \
+        [(n, "1", "", "0.0", "True") for n in ("12", "16", "24")]
+    md = (out / "causal-real.md").read_text()
+    assert "**3 of 3 budgeted points stopped on it**" in md and "| l1-h3 | 24 | 4.58496 | 1 | 24 (trivial) |" in md
+    assert "stopped on the budget |" in md and md.count("| yes |") == 3 and "--growth-budget 0 " in md
+    assert "(stopped on the budget)" in capsys.readouterr().out
+    assert main(args + ["--growth-budget", "0"]) == 1 and len(seen) == 3      # the same budget: read back
+    assert main(args) == 0 and len(seen) == 6 and seen[3:] == [None] * 3      # no budget: certified again
+    rows = read_csv(out / "causal-real.csv")
+    assert all(r["stopped_on_budget"] == "" and int(r["upper"]) >= int(r["lower"]) > 1 for r in rows)
+    assert main(args + ["--growth-budget", "600"]) == 0 and len(seen) == 6    # not stopped: serves any budget
+    assert "--growth-budget 600 " in (out / "causal-real.md").read_text()
+
+
+def test_an_encoder_series_beside_the_decoder(tmp_path, capsys, monkeypatch, decoder, encoder):
+    """The encoder's heads certified with no mask at the lengths within its 20 positions, its rows
+    marked by model in the csv, named apart in the summary and the plot; the decoder's points of an
+    earlier run into the same folder are read back, not certified again."""
+    from certkit.certificate import Certificate
+    out = tmp_path / "e"
+    base = scale_args(decoder, out)
+    assert main(base) == 0, capsys.readouterr().err
+    decoder_rows = read_csv(out / "causal-real.csv")
+    ran = []
+    real = growth.task
+    monkeypatch.setattr(growth, "task", lambda t: ran.append(t["head"].name) or real(t))
+    args = [a for a in base if a != "--no-plots"] + ["--encoder-model", encoder, "--encoder-heads", "l1-h0,l0-h2"]
+    assert main(args) == 0, capsys.readouterr().err
+    assert sorted(ran) == ["l0-h2", "l0-h2", "l1-h0", "l1-h0"]            # 2 heads x n = 12, 16; no decoder point
+    rows = read_csv(out / "causal-real.csv")
+    assert rows[:6] == [dict(r) for r in decoder_rows]
+    enc = rows[6:]
+    assert [(r["model"], r["head"], r["n"]) for r in enc] == \
+        [("bert-tiny", h, n) for h in ("l1-h0", "l0-h2") for n in ("12", "16")]
+    for r in enc:
+        c = Certificate.read(out / r["lower_file"])
+        inst = c.doc["instance"]                                  # the kernel checked it on reading
+        assert "row_mask" not in inst and len(inst["queries"]) == int(r["n"]) and c.verdict.status == "VERIFIED"
+        assert r["lower_file"].startswith("certificates/causal-real/bert-tiny/" + r["head"] + "/n")
+    dec = Certificate.read(out / rows[0]["upper_file"])
+    assert dec.doc["instance"]["row_mask"] and dec.verdict.status == "VERIFIED"   # the decoder's: causal
+    md = (out / "causal-real.md").read_text()
+    assert "beside encoder heads (bert-tiny)" in md and "| bert-tiny l0-h2 | 16 |" in md
+    assert "Encoder heads: over n = 12..16 (2 lengths)" not in md and "bert-tiny heads: fewer than 3 lengths" in md
+    assert "--encoder-model " + encoder in md and (out / "causal-real.png").stat().st_size > 0
+    ran.clear()
+    assert main(args) == 0 and ran == []                                    # all read back
+    (out / enc[1]["upper_file"]).unlink()                  # a point whose certificate is gone is certified again
+    assert main(args) == 0 and ran == ["l1-h0"] and (out / enc[1]["upper_file"]).exists()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--encoder-heads", "l0-h1"], "--encoder-heads needs --encoder-model"),
+    (["--encoder-model", "ENC", "--encoder-heads", "l0h1"], "--encoder-heads: 'l0h1' is not l<layer>-h<head>"),
+    (["--encoder-model", "ENC", "--encoder-heads", "l0-h1,l0-h1"], "--encoder-heads: l0-h1 is given twice"),
+    (["--encoder-model", "ENC", "--encoder-heads", "l2-h0"], "--encoder-heads: l2-h0 is not a head of bert-tiny"),
+    (["--encoder-model", "DEC"], "--encoder-model DEC: llama is a decoder"),
+    (["--encoder-model", "ENC", "--encoder-heads", "l0-h1", "--growth-lengths", "24,32,48"], "no --growth-lengths within its 20 positions"),
+    (["--growth-budget", "-5"], "--growth-budget: -5 seconds is outside"),
+    (["--growth-budget", "soon"], "--growth-budget"),
+    (["--model", "ENC"], "is an encoder; the causal growth law needs a decoder"),
+])
+def test_bad_growth_options(tmp_path, capsys, decoder, encoder, extra, needle):
+    """Exit 64 with a message naming the option, before any point is certified."""
+    extra = [encoder if a == "ENC" else decoder if a == "DEC" else a for a in extra]
+    needle = needle.replace("DEC", decoder)
+    args = scale_args(decoder, tmp_path / "x") + extra
+    if "--model" in extra:
+        args = scale_args(extra[1], tmp_path / "x")
+    assert main(args) == 64
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err, err
+    assert not (tmp_path / "x" / "certificates").exists()
+
+
+@pytest.mark.parametrize("extra, flag", [(["--growth-budget", "10"], "--growth-budget"),
+                                         (["--encoder-model", "minilm"], "--encoder-model")])
+def test_growth_options_need_causal_real(tmp_path, capsys, extra, flag):
+    assert main(["scale", "--families", "causal", "--out", str(tmp_path / "s")] + extra) == 64
+    assert f"{flag} needs --families causal-real" in capsys.readouterr().err
+
+
+def test_a_decoder_as_encoder_exits_cleanly_from_the_shell(tmp_path, decoder):
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "certkit"] + scale_args(decoder, tmp_path / "s", "--encoder-model", decoder),
+                       capture_output=True, text=True)
+    assert r.returncode == 64 and "is a decoder" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_what_the_data_support_never_rounds_a_lower_share_up():
+    """A head whose certified lower bound is 749 at n = 1000 is at least 0.74 n there, not 0.75 n;
+    heads below n/2 somewhere are not called linear, and the sentence says so when none is."""
+    rows = [dict(r, label="lin", head="lin", log2_n=math.log2(r["n"])) for r in
+            [{"n": 1000, "lower": 749, "upper": 900}, {"n": 2000, "lower": 1600, "upper": 1900},
+             {"n": 4000, "lower": 3200, "upper": 3900}]]
+    rows += [dict(r, label="half", head="half", log2_n=math.log2(r["n"])) for r in
+             [{"n": 1000, "lower": 600, "upper": 900}, {"n": 2000, "lower": 999, "upper": 1900},
+              {"n": 4000, "lower": 3200, "upper": 3900}]]
+    text = growth.support(rows, growth.laws(rows))
+    assert "1 of 2 heads grow like n itself" in text and "lin: c = 0.74" in text and "half" not in text.split(";")[0]
+    assert "1 have a certified lower bound that grows more slowly than n" in text and "0.80 n at n = 4000" in text
+    assert "none of the 1 heads grows like n itself" in growth.support(rows[3:], growth.laws(rows[3:]))

@@ -455,9 +455,14 @@ def causal_plot(law, eps, path):
                     path, legend_size=8, below=True)
 
 
+GROWTH_ONLY = (("growth_budget", "--growth-budget"), ("encoder_model", "--encoder-model"),
+               ("encoder_heads", "--encoder-heads"))
+
+
 def run_growth(args, fams, eps):
     """scale --families causal-real: the growth law on real decoder heads (certkit.commands.growth)."""
     import shlex
+    from ..numbers import parse_budget
     if fams != ["causal-real"]:
         raise ScaleError("--families causal-real runs alone (it loads a model): give it without other families")
     heads = growth.parse_heads(args.growth_heads)
@@ -469,10 +474,26 @@ def run_growth(args, fams, eps):
         raise ScaleError(f"--growth-lengths: need at least 3 lengths >= 8 to fit the laws, got {args.growth_lengths!r}")
     if args.workers < 1:
         raise ScaleError(f"--workers: {args.workers} must be >= 1")
-    command = shlex.join(["certkit", "scale", "--families", "causal-real", "--model", args.model, "--growth-heads",
-                          args.growth_heads, "--growth-lengths", ",".join(map(str, ns)), "--eps", str(eps),
-                          "--workers", str(args.workers), "--out", args.out])
-    rows, _ = growth.run(args.model, heads, ns, eps, args.out, args.workers, None, not args.no_plots, command)
+    try:
+        budget = parse_budget(args.growth_budget, "--growth-budget")
+    except UserError as e:
+        raise ScaleError(str(e)) from None
+    if args.encoder_heads is not None and args.encoder_model is None:
+        raise ScaleError("--encoder-heads needs --encoder-model (the encoder whose heads go beside the decoder's)")
+    encoder = None
+    if args.encoder_model is not None:
+        encoder = (args.encoder_model, growth.parse_heads(args.encoder_heads or growth.DEFAULT_ENCODER_HEADS,
+                                                          "--encoder-heads"))
+    parts = ["certkit", "scale", "--families", "causal-real", "--model", args.model, "--growth-heads",
+             args.growth_heads, "--growth-lengths", ",".join(map(str, ns)), "--eps", str(eps)]
+    if budget is not None:
+        parts += ["--growth-budget", growth.seconds_text(budget)]
+    if encoder is not None:
+        parts += ["--encoder-model", args.encoder_model,
+                  "--encoder-heads", args.encoder_heads or growth.DEFAULT_ENCODER_HEADS]
+    command = shlex.join(parts + ["--workers", str(args.workers), "--out", args.out])
+    rows, _ = growth.run(args.model, heads, ns, eps, args.out, args.workers, None, not args.no_plots, command,
+                         budget, encoder)
     return 0 if all(r["lower"] and r["upper"] for r in rows) else 1
 
 
@@ -497,6 +518,17 @@ def add_arguments(p):
                         "with the smallest and largest certified upper bound at L = 128)")
     g.add_argument("--growth-lengths", default=growth.DEFAULT_LENGTHS, metavar="N,N,...",
                    help=f"context lengths (default {growth.DEFAULT_LENGTHS}; at least 3)")
+    g.add_argument("--growth-budget", metavar="SECONDS", default=None,
+                   help="time for each point (one head at one n; anytime certification as certify --budget): the "
+                        "searches stop at their next safe point once it is spent and the best VERIFIED sandwich so far "
+                        "is kept, marked stopped_on_budget in causal-real.csv and .md (default: no budget)")
+    g.add_argument("--encoder-model", metavar="NAME|DIR", default=None,
+                   help="an encoder (minilm, mpnet or a BERT-family folder) whose heads are certified beside the "
+                        "decoder's, with no mask, at the --growth-lengths within its position limit (MiniLM: 512), "
+                        "and drawn in grey in the plot (default: none)")
+    g.add_argument("--encoder-heads", metavar="lL-hH,...", default=None,
+                   help=f"the encoder's heads (default {growth.DEFAULT_ENCODER_HEADS}: MiniLM's heads with the "
+                        "smallest and the largest certified upper bound at L = 128, eps = 1/4)")
     g.add_argument("--workers", type=int, default=1, metavar="N", help="points certified in N processes (default 1)")
 
 
@@ -536,6 +568,9 @@ def run(args):
     fams, eps = parse_options(args)
     if "causal-real" in fams:
         return run_growth(args, fams, eps)
+    for attr, flag in GROWTH_ONLY:
+        if getattr(args, attr, None) is not None:
+            raise ScaleError(f"{flag} needs --families causal-real (the growth law on real heads)")
     from tqdm import tqdm
     out = ensure_folder(args.out, "--out")
     cert_dir = os.path.join(out, "certificates")
