@@ -233,11 +233,6 @@ def verdict(f):
             f"[{f['power']['ci95'][0]:.2f}, {f['power']['ci95'][1]:.2f}]; RSS {f['power']['rss']:.3g}) · closer: {better}")
 
 
-def seconds_text(b):
-    """A budget in seconds as the command line gives it (600, 2.5)."""
-    return str(int(b)) if b == int(b) else repr(b)
-
-
 def upper_text(r):
     """A row's upper bound; a point the budget stopped before any upper certificate has the trivial n."""
     if r["upper"] is None and r.get("stopped_on_budget"):

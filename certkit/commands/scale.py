@@ -463,6 +463,7 @@ def run_growth(args, fams, eps):
     """scale --families causal-real: the growth law on real decoder heads (certkit.commands.growth)."""
     import shlex
     from ..numbers import parse_budget
+    from .certify import seconds_text
     if fams != ["causal-real"]:
         raise ScaleError("--families causal-real runs alone (it loads a model): give it without other families")
     heads = growth.parse_heads(args.growth_heads)
@@ -487,7 +488,7 @@ def run_growth(args, fams, eps):
     parts = ["certkit", "scale", "--families", "causal-real", "--model", args.model, "--growth-heads",
              args.growth_heads, "--growth-lengths", ",".join(map(str, ns)), "--eps", str(eps)]
     if budget is not None:
-        parts += ["--growth-budget", growth.seconds_text(budget)]
+        parts += ["--growth-budget", seconds_text(budget)]
     if encoder is not None:
         parts += ["--encoder-model", args.encoder_model,
                   "--encoder-heads", args.encoder_heads or growth.DEFAULT_ENCODER_HEADS]

@@ -190,9 +190,10 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
                 worst = float(factor_row_errors(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)).max())
             best[0] = min(best[0], worst)
             c = calls[0]
-            if c in checks and best[0] > checks[c] * target and outcome is not None:
+            gave_up = c in checks and best[0] > checks[c] * target
+            if gave_up and outcome is not None:
                 outcome["gave_up"] = best[0] / target
-            if worst <= target or (c in checks and best[0] > checks[c] * target):
+            if worst <= target or gave_up:
                 raise _Stop(x.copy())
             if c in rescue_at and worst <= RESCUE_NEAR * target:   # a near miss: refit its few worst rows
                 C1 = lp_rescue(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N), eps)
