@@ -225,3 +225,23 @@ def test_what_the_data_support_never_rounds_a_lower_share_up():
     assert "1 of 2 heads grow like n itself" in text and "lin: c = 0.74" in text and "half" not in text.split(";")[0]
     assert "1 have a certified lower bound that grows more slowly than n" in text and "0.80 n at n = 4000" in text
     assert "none of the 1 heads grows like n itself" in growth.support(rows[3:], growth.laws(rows[3:]))
+
+
+def test_a_serial_run_on_a_terminal_shows_each_points_search_stages(tmp_path, monkeypatch, decoder):
+    """With progress (a terminal) and one process, every point gets a status callback and its search
+    reports its stages through it, so a long point is not silent; with workers, no callback crosses
+    to the worker processes."""
+    from fractions import Fraction
+    real, said = growth.task, {}
+
+    def spy(t, say=None):
+        texts = said.setdefault(t["head"].n, [])
+        return real(t, None if say is None else (lambda text: texts.append(text) or say(text)))
+    monkeypatch.setattr(growth, "task", spy)
+    rows, _ = growth.points(decoder, [(1, 3)], [12, 16], Fraction(1, 4), str(tmp_path / "s"), progress=True)
+    assert sorted(said) == [12, 16] and len(rows) == 2
+    for texts in said.values():
+        assert texts and all(t.startswith("eps 1/4: ") for t in texts), texts
+    said.clear()
+    growth.points(decoder, [(1, 3)], [12, 16], Fraction(1, 4), str(tmp_path / "q"), progress=False)
+    assert said == {12: [], 16: []}                      # no callback: nothing reported

@@ -67,13 +67,15 @@ def parse_heads(text, what="--growth-heads"):
     return out
 
 
-def task(t):
+def task(t, say=None):
     """Rows of one (head, n): certify the head at one eps (within t["budget"] seconds, None: no
     budget) into t["folder"], then its rows (with the run's settings, so a rerun reads them back only
-    for the same model, text and eps; and, if the budget stopped it, the same budget)."""
+    for the same model, text and eps; and, if the budget stopped it, the same budget).  say: None or
+    a callable taking a short text (the search stages, for the status line of a serial run)."""
     from .certify import certificate_provenance, certify_head
     h = t["head"]
-    rows = certify_head(h, [t["eps"]], t["folder"], (), 0, 24, certificate_provenance(h), budget=t.get("budget"))
+    rows = certify_head(h, [t["eps"]], t["folder"], (), 0, 24, certificate_provenance(h), progress=say,
+                        budget=t.get("budget"))
     p = h.provenance
     out = [{"head": f"l{p['layer']}-h{p['head']}", "layer": p["layer"], "head_index": p["head"], "n": h.n,
             "log2_n": math.log2(h.n), "lower": r["lower"], "upper": r["upper"], "lower_kind": r["lower_kind"],
@@ -182,7 +184,12 @@ def points(model, heads, lengths, eps, out, workers=1, scheduler=None, progress=
         keys += [(einfo["name"], l, h) for l, h in eheads]
     from tqdm import tqdm
     with tqdm(total=len(todo), desc=f"causal growth law ({info['name']})", unit="point", disable=not progress) as bar:
-        for rows in parallel.run(task, todo, workers, scheduler):
+        if progress and workers <= 1 and scheduler is None:     # one process: each point's search stages on the bar
+            results = (task(t, lambda text, t=t: bar.set_postfix_str(f"{t['head'].name} n={t['head'].n} {text}"[:70]))
+                       for t in todo)
+        else:
+            results = parallel.run(task, todo, workers, scheduler)
+        for rows in results:
             done += rows
             bar.update(1)
     for r in done:
