@@ -40,9 +40,11 @@ def main():
     wall = None
     if not a.no_run:
         t = time.perf_counter()
-        cmd = [os.path.join(os.path.dirname(sys.executable), "certkit"), "certify", "--model", "mpnet", "--length",
-               "512", "--eps", a.eps, "--peers", "none", "--workers", str(a.workers), "--out", out]
-        subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+        cmd = [sys.executable, "-m", "certkit", "certify", "--model", "mpnet", "--length", "512", "--eps", a.eps,
+               "--peers", "none", "--workers", str(a.workers), "--out", out]
+        code = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
+        if code not in (0, 1):                 # 1: some bound missing, still a summary to compare
+            sys.exit(f"{' '.join(cmd[1:])} exited {code} (its message is above)")
         wall = time.perf_counter() - t
     with open(OLD) as f:
         old = {(int(r["layer"]), int(r["head"])): r for r in csv.DictReader(f)
@@ -58,7 +60,7 @@ def main():
     for l, h in keys:
         o, n = old[l, h], new[l, h]
         olo, oup = int(o["lower"]), int(o["R_con"])
-        nlo, nup = int(n["lower"] or 1), int(n["upper"] or 512)
+        nlo, nup = int(n["lower"] or 1), int(n["upper"] or n["n"])
         olds.append(oup / olo)
         news.append(nup / nlo)
         secs.append(float(n["seconds"]))
