@@ -43,8 +43,8 @@ class WorkerDied(RuntimeError):
 @dataclass(frozen=True)
 class Task:
     label: str           # the "file" of the record: the path as given or found, "-" for stdin
-    path: str            # the file the kernel checks
-    strip: str = ""      # a temporary folder to hide in messages (stdin's copy)
+    path: str            # the file the kernel checks ("<stdin>" when data is given)
+    data: bytes | None = None    # the certificate's bytes when it has no file (stdin: nothing is written)
 
 
 def file_sha256(path):
@@ -85,11 +85,12 @@ def certificates_under(folder):
     return certs, skipped
 
 
-def header(path):
-    """(kind, relation, bound, eps) from a certificate's header, None each when it cannot be read."""
+def header(path, data=None):
+    """(kind, relation, bound, eps) from a certificate's header (data: its bytes, when it has no file),
+    None each when it cannot be read."""
     from .kernel.numerics import kind_and_claim, read_json
     try:
-        kind, c = kind_and_claim(read_json(path)[0])
+        kind, c = kind_and_claim(read_json(path, data)[0])
         return kind.name, c.relation, int(c.bound), str(c.eps)
     except Exception:                 # MALFORMED / UNSUPPORTED header: the verdict says why
         return None, None, None, None
@@ -105,13 +106,11 @@ def check_record(task, route=DEFAULT_ROUTE, time_limit=None, full=True):
     and --log show (the header and, when the kernel did not read the file, its sha256)."""
     from .choices import check
     t = time.perf_counter()
-    v = check(task.path, route=route, time_limit=time_limit)
+    v = check(task.path, route=route, time_limit=time_limit, data=task.data)
     dt = time.perf_counter() - t
     message = v.message
-    if task.strip:
-        message = message.replace(task.strip + os.sep, "").replace(task.strip, "<stdin>")
-    kind, relation, bound, eps = header(task.path) if full else (None, None, None, None)
-    sha = v.details.get("sha256") or (file_sha256(task.path) if full else None)
+    kind, relation, bound, eps = header(task.path, task.data) if full else (None, None, None, None)
+    sha = v.details.get("sha256") or (file_sha256(task.path) if full and task.data is None else None)
     return {"file": task.label, "status": v.status, "exit_code": v.exit_code, "kind": kind,
             "relation": relation, "bound": bound, "eps": eps, "message": message, "sha256": sha,
             "seconds": round(dt, 4), "details": plain(v.details)}
@@ -278,8 +277,10 @@ class Log:
     def open(self):
         """Open for appending (created if missing); a last line cut short is closed with a newline first."""
         from .errors import OutputError
+        from .outputs import open_regular
+        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND, f"--log {self.path}")
         try:
-            self._out = open(self.path, "ab")
+            self._out = open(fd, "ab")
             if self._out.tell() > 0:
                 with open(self.path, "rb") as f:
                     f.seek(-1, os.SEEK_END)

@@ -35,19 +35,20 @@ LAPACK = Lapack()
 
 
 def check(path: str | os.PathLike[str], route: str = kernel.DEFAULT_ROUTE,
-          time_limit: float | None = None) -> kernel.Verdict:
-    """The kernel's Verdict on the certificate at path, with LAPACK's choices (certkit.kernel.check).
+          time_limit: float | None = None, data: bytes | None = None) -> kernel.Verdict:
+    """The kernel's Verdict on the certificate at path, with LAPACK's choices (certkit.kernel.check);
+    data: the certificate's bytes when it has no file (read from stdin; its arrays inline).
     time_limit: seconds after which a timer (SIGALRM: call from the main thread) interrupts the check
     with kernel.TimeLimit, which the kernel answers UNSUPPORTED "resource limit"."""
     if not time_limit:
-        return kernel.check(path, route, LAPACK)
+        return kernel.check(path, route, LAPACK, data)
 
     def alarm(signum, frame):
         raise kernel.TimeLimit(f"not decided within the time limit of {time_limit} s")
     old = signal.signal(signal.SIGALRM, alarm)
     try:
         signal.setitimer(signal.ITIMER_REAL, time_limit)
-        return kernel.check(path, route, LAPACK)
+        return kernel.check(path, route, LAPACK, data)
     except kernel.TimeLimit as e:            # the timer fired just before the check began (a tiny limit)
         return kernel.Verdict("UNSUPPORTED", f"resource limit: {e}")
     finally:

@@ -17,6 +17,7 @@ import numpy as np
 from . import synthetic
 from .choices import check
 from .numbers import BetaInterval, OverSqrt
+from .outputs import write_atomic
 from .search import basic, writer
 
 
@@ -110,9 +111,11 @@ def head_for(family, n, d, beta, extras, seed=0, name=None):
 
 def write_manifest(outdir):
     files = sorted(f for f in os.listdir(outdir) if f.endswith((".json", ".npy")))
-    with open(os.path.join(outdir, "MANIFEST.sha256"), "w") as f:
-        for name in files:
-            f.write(f"{hashlib.sha256(open(os.path.join(outdir, name), 'rb').read()).hexdigest()}  {name}\n")
+    lines = []
+    for name in files:
+        with open(os.path.join(outdir, name), "rb") as f:
+            lines.append(f"{hashlib.sha256(f.read()).hexdigest()}  {name}\n")
+    write_atomic(os.path.join(outdir, "MANIFEST.sha256"), "".join(lines))
 
 
 def build(outdir, entries=PUBLISHED):

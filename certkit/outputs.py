@@ -10,11 +10,15 @@
   released by the kernel when the process ends, however it ends (kill -9 included).  Where fcntl
   does not exist (Windows) there is no lock.
 
-Every OSError while writing (a full disk: ENOSPC) becomes an OutputError naming the file.
+Neither follows a link or replaces what is not a regular file: an output path that exists as a
+symbolic link, folder, FIFO or device (a repository can ship `.certkit.lock -> ~/.bashrc`, a user
+can type `--summary /dev/full`) is refused with an OutputError (exit 73) naming it, and nothing is
+written.  Every OSError while writing (a full disk: ENOSPC) becomes an OutputError naming the file.
 """
 import errno
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -30,11 +34,48 @@ def cannot_write(path, e):
     return OutputError(f"{path}: cannot write ({why})")
 
 
+def refuse_unless_regular(path, name=None):
+    """OutputError unless path is missing or a regular file itself (lstat: a link is not followed);
+    name: how the message calls it (default: the path itself, e.g. "--log FILE")."""
+    name = name or path
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise cannot_write(name, e) from None
+    if not stat.S_ISREG(mode):
+        what = ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise OutputError(f"{name}: exists and is {what}; certkit writes only regular files and never replaces "
+                          f"or writes through anything else (remove it or choose another path)")
+
+
+def open_regular(path, flags, name=None):
+    """A descriptor of the regular file at path, created (0666 & ~umask) if missing, opened with flags
+    | O_NOFOLLOW: a symbolic link, FIFO, folder or device there is refused (OutputError), never
+    followed, replaced or written through, even if it appears after the first check."""
+    name = name or path
+    refuse_unless_regular(path, name)
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_unless_regular(path, name)
+        raise cannot_write(name, e) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OutputError(f"{name}: not a regular file; certkit never writes through anything else")
+    return fd
+
+
 def write_atomic(path, data):
     """Write data (str: UTF-8 text, or bytes) to path atomically (see the module docstring)."""
     path = os.fspath(path)
     folder = os.path.dirname(path) or "."
     tmp = None
+    refuse_unless_regular(path)
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp",
@@ -79,10 +120,7 @@ class FolderLock:
         except ImportError:           # no flock on this platform: no lock
             return self
         path = os.path.join(self.folder, LOCK_NAME)
-        try:
-            f = open(path, "a+")
-        except OSError as e:
-            raise cannot_write(path, e) from None
+        f = open(open_regular(path, os.O_RDWR), "a+")
         told = False
         while True:
             try:

@@ -51,8 +51,8 @@ class Records:
         w.writerows(self.rows)
         text = buf.getvalue()
         if path is not None:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
+            from .outputs import write_atomic
+            write_atomic(path, text)
         return text
 
     def frame(self) -> Any:

@@ -121,7 +121,7 @@ def test_a_kept_certificate_is_checked_once(monkeypatch):
     import certkit.kernel
     calls = []
 
-    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, choices=None):
+    def counting(path, route=certkit.kernel.DEFAULT_ROUTE, choices=None, data=None):
         v = check(path, route, choices)
         calls.append(v.status)
         return v

@@ -2,6 +2,7 @@
 inputs (files, folders, stdin) and outputs (lines, --quiet, --json against its published schema),
 and a verify that imports no producer."""
 import errno
+import hashlib
 import json
 import os
 import pathlib
@@ -170,12 +171,13 @@ def test_verify_stdin_with_sidecars_is_malformed_not_a_crash(capsys, monkeypatch
     validator().validate(out)
     (r,) = out
     assert r["file"] == "-" and r["status"] == "MALFORMED" and "sidecar" in r["message"]
-    assert "certkit-stdin-" not in r["message"]            # the temporary folder is not leaked
+    assert "a certificate read from stdin has no folder" in r["message"]
     assert r["kind"] == "upper-factorization" and r["bound"] == 18 and r["eps"] == "7/20"
 
 
-def test_verify_writes_nothing_unless_it_reads_stdin(tmp_path):
-    """No temporary folder for files and folders: TMPDIR stays empty (stdin's copy is removed)."""
+def test_verify_creates_nothing_even_when_it_reads_stdin(tmp_path):
+    """verify creates no temporary file or folder, for files, folders or stdin (held in memory): a
+    kill -9 during a slow stdin check can leave nothing behind.  TMPDIR stays empty."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, TMPDIR=str(tmp))
@@ -183,18 +185,32 @@ def test_verify_writes_nothing_unless_it_reads_stdin(tmp_path):
     assert run("verify", str(DATA), "--quiet", env=env).returncode == 0
     assert list(tmp.iterdir()) == []
     assert run("verify", "-", stdin=pathlib.Path(CERT).read_text(), env=env).returncode == 0
+    assert run("verify", "-j", "2", "-", CERT, stdin=pathlib.Path(CERT).read_text(), env=env).returncode == 0
     assert list(tmp.iterdir()) == []
 
 
-def test_verify_makes_no_temporary_folder_unless_it_reads_stdin(monkeypatch, capsys):
+def test_verify_stdin_makes_no_temporary_file_or_folder(monkeypatch, capsys):
     import io
     import tempfile
     made = []
-    mkdtemp = tempfile.mkdtemp
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(mkdtemp(*a, **k)) or made[-1])
+    for name in ("mkdtemp", "mkstemp"):
+        real = getattr(tempfile, name)
+        monkeypatch.setattr(tempfile, name, lambda *a, real=real, **k: made.append(real(*a, **k)) or made[-1])
     assert cli.main(["verify", "--quiet", CERT, str(DATA)]) == 0 and made == []
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(pathlib.Path(CERT).read_bytes())))
-    assert cli.main(["verify", "--quiet", "-"]) == 0 and len(made) == 1 and not os.path.exists(made[0])
+    assert cli.main(["verify", "--json", "-"]) == 0 and made == []
+    (r,) = json.loads(capsys.readouterr().out)
+    assert r["status"] == "VERIFIED" and r["sha256"] == hashlib.sha256(pathlib.Path(CERT).read_bytes()).hexdigest()
+
+
+def test_verify_stdin_larger_than_the_kernels_limit_is_malformed(monkeypatch, capsys):
+    """stdin is read up to the kernel's 64 MiB + 1 bytes, never further, and then refused."""
+    import io
+    from certkit.kernel.numerics import MAX_FILE
+    body = b'{"format": "certkit-certificate", "pad": "' + b"x" * MAX_FILE + b'"}'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(body)))
+    assert cli.main(["verify", "-"]) == 2
+    assert "more than 67108864 bytes" in capsys.readouterr().out
 
 
 def test_verify_stdin_garbage_is_malformed():

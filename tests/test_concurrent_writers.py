@@ -149,7 +149,8 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch, capsys, victim):
 
     def fake(*a, prefix="", **k):
         f = real(*a, prefix=prefix, **k)
-        return Full(f) if prefix.startswith(".") and victim in prefix else f
+        into_out = str(k.get("dir", "")).startswith(str(tmp_path / "out"))      # not certkit's own scratch folder
+        return Full(f) if prefix.startswith(".") and victim in prefix and into_out else f
     monkeypatch.setattr(outputs.tempfile, "NamedTemporaryFile", fake)
     out = tmp_path / "out"
     code = cli.main(["certify", "--synthetic", "gaussian:n=12,d=3,beta=1,seed=0", "--eps", "1/4", "--peers", "none",

@@ -432,7 +432,7 @@ def test_summary_is_written_when_the_log_write_fails(tmp_path, monkeypatch, caps
 
     def fake_open(path, mode="r", *a, **k):
         f = real_open(path, mode, *a, **k)
-        return Full(f) if str(path) == str(log) and "a" in mode else f
+        return Full(f) if mode == "ab" else f           # the log is the one file opened for appending bytes
     monkeypatch.setattr("builtins.open", fake_open)
     code = cli.main(["verify", "--log", str(log), "--summary", str(summary), str(INLINE)])
     err = capsys.readouterr().err

@@ -6,6 +6,9 @@ SVG ids salted with a fixed string), so reruns give the same bytes where matplot
 matplotlib is imported only when a figure is made.
 """
 import contextlib
+import io
+
+from ..outputs import write_atomic
 
 COLUMN_WIDTH = 3.4       # inches: one column of a two-column paper
 RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8,
@@ -34,9 +37,9 @@ def save_figure(fig, stem, dpi=200):
     paths = []
     with plt.rc_context({"svg.hashsalt": RC["svg.hashsalt"]}):
         for ext, meta in METADATA.items():
-            p = f"{stem}.{ext}"
-            fig.savefig(p, dpi=dpi, metadata=meta)
-            paths.append(p)
+            p, buf = f"{stem}.{ext}", io.BytesIO()
+            fig.savefig(buf, format=ext, dpi=dpi, metadata=meta)
+            paths.append(write_atomic(p, buf.getvalue()))      # never through a link (certkit.outputs)
     plt.close(fig)
     return paths
 

@@ -13,6 +13,7 @@ Outputs under --out: points.csv, slopes.csv, scaling.md, summary.json, <family>.
 certificates.
 """
 import csv
+import io
 import json
 import math
 import os
@@ -26,6 +27,7 @@ import numpy as np
 from ..choices import check
 from ..errors import UserError
 from ..numbers import parse_eps
+from ..outputs import write_atomic
 from . import growth
 from ..search import lattice as lat
 
@@ -236,11 +238,12 @@ def _g(v, sig=6):
 
 
 def write_csv(path, rows, fields):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: _g(r.get(k)) if not isinstance(r.get(k), list) else " ".join(map(_g, r[k])) for k in fields})
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _g(r.get(k)) if not isinstance(r.get(k), list) else " ".join(map(_g, r[k])) for k in fields})
+    write_atomic(path, buf.getvalue())
 
 
 def markdown(sl, head, cc, eps, tolerance):
@@ -594,20 +597,17 @@ def run(args):
     write_csv(os.path.join(out, "points.csv"), rows, POINT_FIELDS)
     write_csv(os.path.join(out, "slopes.csv"), sl, ["family", "dim", "theory", "slope", "stderr", "ci95", "rel_error",
                                                     "within_tolerance", "points", "verified", "x_min", "x_max", "chain_slope"])
-    with open(os.path.join(out, "scaling.md"), "w") as fh:
-        fh.write(markdown(sl, head, cc, eps, args.tolerance))
-    with open(os.path.join(out, "summary.json"), "w") as fh:
-        json.dump({"eps": str(eps), "tolerance": args.tolerance, "slopes": sl, "headline": head, "crosscheck": cc},
-                  fh, indent=1, default=str)
-        fh.write("\n")
+    write_atomic(os.path.join(out, "scaling.md"), markdown(sl, head, cc, eps, args.tolerance))
+    write_atomic(os.path.join(out, "summary.json"), json.dumps(
+        {"eps": str(eps), "tolerance": args.tolerance, "slopes": sl, "headline": head, "crosscheck": cc},
+        indent=1, default=str) + "\n")
     if not args.no_plots:
         for f in fams:
             if f in FAMILIES:
                 plot(rows, sl, f, os.path.join(out, f"{f}.png"))
     if law is not None:
         write_csv(os.path.join(out, "causal.csv"), law["points"], CAUSAL_FIELDS)
-        with open(os.path.join(out, "causal.md"), "w") as fh:
-            fh.write(causal_markdown(law, eps))
+        write_atomic(os.path.join(out, "causal.md"), causal_markdown(law, eps))
         if not args.no_plots:
             causal_plot(law, eps, os.path.join(out, "causal.png"))
     for s in sl:

@@ -22,6 +22,7 @@ import mpmath
 import sympy as sp
 
 from ..kernel.numerics import arb_down, arb_up
+from ..outputs import write_atomic
 from ..symbolic.chain import P_pos, chain, logN_net, rogers, theta, theta_Astar
 from ..symbolic.arb_eval import arb_upper_int, certainly, evaluate_arb, evaluate_mpmath, mpf_fraction
 
@@ -286,8 +287,7 @@ def write_table(outdir, name, title, head, rows, formats=FORMATS):
     written = []
     for f in formats:
         path = os.path.join(outdir, f"{name}.{f}")
-        with open(path, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(texts[f]())
+        write_atomic(path, texts[f]())
         written.append(path)
     return written
 

@@ -3,8 +3,8 @@
     VERIFIED 0 / REJECTED 1 / MALFORMED 2 / UNSUPPORTED 3 / INTERNAL-ERROR 4;  the exit status is the largest.
 
 Files are checked as given, a folder recursively (every certkit certificate under it, sorted),
-"-" is one certificate read from stdin (copied to a temporary folder: the only thing this command
-writes besides --log and --summary).  The checks run here or in --jobs worker processes, and a
+"-" is one certificate read from stdin, held in memory and checked from there (its arrays inline:
+this command creates nothing but --log and --summary).  The checks run here or in --jobs worker processes, and a
 --log makes a run resumable (certkit.batch).  Only the core install is needed (numpy,
 python-flint): this module imports the kernel and certkit.batch, no producer.
 """
@@ -12,16 +12,16 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
-from contextlib import closing, nullcontext
+from contextlib import closing
 from dataclasses import dataclass
 
 from ..batch import Log, Progress, Task, WorkerDied, certificates_under, file_sha256, records, write_summary
 from ..errors import INTERRUPTED, InputError, OutputError, UserError
 from ..kernel import DEFAULT_ROUTE, EXIT, ROUTES
-from ..kernel.numerics import FORMAT
+from ..kernel.numerics import FORMAT, MAX_FILE
+from ..outputs import refuse_unless_regular
 
 
 def positive(kind):
@@ -82,15 +82,16 @@ def add_arguments(p):
 @dataclass
 class Item:
     label: str           # what the user sees: the path (or "-")
-    path: str            # the file the kernel checks
+    path: str            # the file the kernel checks ("<stdin>" for "-")
     short: str           # the name at the end of a text line
     doc: object = None   # the parsed JSON when already read (a directory scan), else None
+    data: bytes | None = None   # "-": the bytes read from stdin (never written anywhere)
 
 
-def collect(args, tmp):
+def collect(args):
     """The certificates to check, in order: files as given, DIR scanned recursively (sorted; *.json
     whose JSON has "format": "certkit-certificate"; unreadable JSON is kept and will be MALFORMED),
-    "-" = one certificate from stdin (written to the folder tmp, which exists only then)."""
+    "-" = one certificate from stdin (its bytes in memory: at most the kernel's limit + 1 are read)."""
     if args.certificates.count("-") > 1:
         raise UserError("'-' (stdin) may be given only once")
     missing = [p for p in args.certificates if p != "-" and not os.path.exists(p)]
@@ -101,10 +102,7 @@ def collect(args, tmp):
     items, skipped = [], 0
     for p in args.certificates:
         if p == "-":
-            path = os.path.join(tmp, "stdin.json")
-            with open(path, "wb") as out:
-                out.write(sys.stdin.buffer.read())
-            items.append(Item("-", path, "<stdin>"))
+            items.append(Item("-", "<stdin>", "<stdin>", data=sys.stdin.buffer.read(MAX_FILE + 1)))
         elif os.path.isdir(p):
             certs, other = certificates_under(p)
             n0 = len(items)
@@ -154,6 +152,9 @@ def run(args):
         folder = os.path.dirname(os.path.abspath(args.summary))
         if os.path.isdir(args.summary) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             raise OutputError(f"--summary {args.summary}: cannot write there")
+        refuse_unless_regular(args.summary, f"--summary {args.summary}")   # a link or device: never replaced
+    if args.log:
+        refuse_unless_regular(args.log, f"--log {args.log}")
     code, counts, resumed, first = 0, Counter(), 0, True
     disagreements = 0
     log = Log(args.log) if args.log else None
@@ -167,54 +168,52 @@ def run(args):
                       f"(a run killed while writing); their files are checked again", file=sys.stderr)
         log.open()
     try:
-        stdin = tempfile.TemporaryDirectory(prefix="certkit-stdin-") if "-" in args.certificates else nullcontext()
-        with stdin as tmp:                  # a folder on disk only for a certificate read from stdin
-            items, skipped = collect(args, tmp)
-            if args.manifest:
-                for line in check_manifest(args.manifest):
-                    code = EXIT["MALFORMED"]
-                    if args.json:
-                        print(json_item({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
-                                          "kind": None, "relation": None, "bound": None, "eps": None,
-                                          "message": line, "sha256": None, "seconds": 0.0, "details": {}}, first), end="")
-                        first = False
-                    else:
-                        print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
-            # (item, byte offset of its record in the log: taken from there, or None: checked now)
-            plan = [(it, log.find(it.label, it.path) if args.resume else None) for it in items]
-            t0 = time.perf_counter()
-            tasks = (Task(it.label, it.path, tmp if it.label == "-" else "") for it, offset in plan
-                     if offset is None or recheck)
-            to_check = sum(offset is None or recheck for _, offset in plan)
-            jobs = min(args.jobs, to_check)
-            bar = Progress(len(plan), to_check) if sys.stderr.isatty() and len(plan) > 1 and not args.quiet else None
-            lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
-            checked = records(tasks, args.route, args.time_limit, jobs, full=args.json or log is not None,
-                              done=log.write if log is not None else None)
-            with closing(checked):
-                for i, (it, offset) in enumerate(plan):
-                    if bar:
-                        bar.draw(i, i - resumed, it.short[-50:])
-                    rec = next(checked) if offset is None or recheck else log.read(offset)
-                    logged = offset is not None and not recheck
-                    resumed += logged
-                    if offset is not None and recheck:
-                        old = log.read(offset)
-                        if (old["status"], old["exit_code"]) != (rec["status"], rec["exit_code"]):
-                            disagreements += 1
-                            if bar:
-                                bar.clear()
-                            print(f"certkit verify: DISAGREEMENT: {it.label}: the log {args.log} says "
-                                  f"{old['status']}, the checker says {rec['status']} ({rec['message'][:200]})",
-                                  file=sys.stderr)
-                    if bar and (lines_on_tty or rec["status"] != "VERIFIED"):
-                        bar.clear()
-                    print_result(args, it, rec, first, logged=logged)
-                    first = first and not args.json
-                    counts[rec["status"]] += 1
-                    code = max(code, rec["exit_code"])
+        items, skipped = collect(args)
+        if args.manifest:
+            for line in check_manifest(args.manifest):
+                code = EXIT["MALFORMED"]
+                if args.json:
+                    print(json_item({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
+                                      "kind": None, "relation": None, "bound": None, "eps": None,
+                                      "message": line, "sha256": None, "seconds": 0.0, "details": {}}, first), end="")
+                    first = False
+                else:
+                    print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
+        # (item, byte offset of its record in the log: taken from there, or None: checked now)
+        plan = [(it, log.find(it.label, it.path) if args.resume else None) for it in items]
+        t0 = time.perf_counter()
+        tasks = (Task(it.label, it.path, it.data) for it, offset in plan
+                 if offset is None or recheck)
+        to_check = sum(offset is None or recheck for _, offset in plan)
+        jobs = min(args.jobs, to_check)
+        bar = Progress(len(plan), to_check) if sys.stderr.isatty() and len(plan) > 1 and not args.quiet else None
+        lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
+        checked = records(tasks, args.route, args.time_limit, jobs, full=args.json or log is not None,
+                          done=log.write if log is not None else None)
+        with closing(checked):
+            for i, (it, offset) in enumerate(plan):
                 if bar:
+                    bar.draw(i, i - resumed, it.short[-50:])
+                rec = next(checked) if offset is None or recheck else log.read(offset)
+                logged = offset is not None and not recheck
+                resumed += logged
+                if offset is not None and recheck:
+                    old = log.read(offset)
+                    if (old["status"], old["exit_code"]) != (rec["status"], rec["exit_code"]):
+                        disagreements += 1
+                        if bar:
+                            bar.clear()
+                        print(f"certkit verify: DISAGREEMENT: {it.label}: the log {args.log} says "
+                              f"{old['status']}, the checker says {rec['status']} ({rec['message'][:200]})",
+                              file=sys.stderr)
+                if bar and (lines_on_tty or rec["status"] != "VERIFIED"):
                     bar.clear()
+                print_result(args, it, rec, first, logged=logged)
+                first = first and not args.json
+                counts[rec["status"]] += 1
+                code = max(code, rec["exit_code"])
+            if bar:
+                bar.clear()
     except (KeyboardInterrupt, WorkerDied) as e:
         stop = INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT["INTERNAL-ERROR"]
         if args.summary:

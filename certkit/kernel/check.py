@@ -25,8 +25,9 @@ class TimeLimit(BaseException):
     """A caller's interruption of check() (e.g. from a timer): UNSUPPORTED "resource limit: <message>"."""
 
 
-def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None) -> Verdict:
-    """Verdict for the certificate file at path.  route "auto": upper bounds, fast, then Arb on the rows it leaves
+def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None,
+          data: bytes | None = None) -> Verdict:
+    """Verdict for the certificate file at path (data: its bytes, read from stdin: no folder, no sidecar).  route "auto": upper bounds, fast, then Arb on the rows it leaves
     open (common.max_row_bound); lower bounds, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route
     is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
     float choices the kernel bounds but never makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) ->
@@ -36,12 +37,12 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: obj
     sha = None
     try:
         check_environment()
-        doc, sha = read_json(path)
+        doc, sha = read_json(path, data)
         kind, c = kind_and_claim(doc)
         if kind.shape == "parametric":      # no token is enumerated, the route is unused
             details, beta_text = kind.rule(doc["instance"], c, doc["witness"])
         else:
-            base = os.path.dirname(os.path.abspath(path))
+            base = os.path.dirname(os.path.abspath(path)) if data is None else None
             inst = read_instance(doc, base, kind.shape == "pair")
             lower = route == "auto" and kind.relation == ">="     # lower bounds: fast, then Arb on the whole
             with np.errstate(all="ignore"):

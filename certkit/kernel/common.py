@@ -13,7 +13,7 @@ from .verdict import Malformed, Rejected, Unsupported
 AUTO_ARB = 1 << 20          # route auto: Arb re-checks the rows fast leaves open if they hold at most 2^20 entries
 
 
-def indices(x: object, path: str, base_dir: str, upper: int | None, length: int | None = None, lower: int = 0,
+def indices(x: object, path: str, base_dir: str | None, upper: int | None, length: int | None = None, lower: int = 0,
             what: str = "index") -> np.ndarray:
     """An int array with entries in [lower, upper) (upper None: its largest entry + 1)."""
     a = array(x, path, base_dir, (length,), kind="int")
@@ -46,14 +46,13 @@ class Decoder:
 
     def apply(self, m, rho):
         """(T^, e): T^ = fl(m G) and e_a >= rho_a + sum_b |T^_ab - (m G)_ab|."""
-        N = m.shape[1]
         if self.G is not None:
             T = m @ self.G
         else:                       # cell sums in float (any order); column M gathers the cell -1 (none)
             T = np.zeros((m.shape[0], self.M + 1))
             np.add.at(T.T, self.cells, m.T)
             T = T[:, :self.M]
-        return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
+        return T, inflate(rho + inflate(gamma(m.shape[1]) * sum_up(np.abs(m), axis=1) + m.shape[1] * self.M * ETA, 3), 2)
 
 
 def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):

@@ -57,8 +57,10 @@ def read_regular(path: str | os.PathLike[str], limit: int, where: str, what: obj
     return raw
 
 
-def read_json(path: str | os.PathLike[str]) -> tuple[dict, str]:
-    raw = read_regular(path, MAX_FILE, "$", path)
+def read_json(path: str | os.PathLike[str], data: bytes | None = None) -> tuple[dict, str]:
+    raw = read_regular(path, MAX_FILE, "$", path) if data is None else data
+    if len(raw) > MAX_FILE:
+        raise Malformed("$", f"{path} is more than {MAX_FILE} bytes")
     try:
         doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_dupes, parse_constant=_reject_constant)
     except UnicodeDecodeError as e:
@@ -195,7 +197,7 @@ def exact_float(v: Fraction, path: str) -> float:
     return f
 
 
-def array(x: object, path: str, base_dir: str, shape: tuple, kind: str = "float") -> np.ndarray:
+def array(x: object, path: str, base_dir: str | None, shape: tuple, kind: str = "float") -> np.ndarray:
     """An array given inline (nested lists of numeral strings) or as a sidecar
     {"file", "sha256", "dtype", "shape"}.  shape entries None = free (returned).
     kind "float": float64 exact, finite.  kind "int": int64."""
@@ -257,6 +259,8 @@ def _sidecar(x, path, base_dir, kind):
         raise Malformed(f"{path}.dtype", f"dtype {dt!r} not allowed here")
     if not isinstance(x["shape"], list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]):
         raise Malformed(f"{path}.shape", f"expected a list of non-negative integers, got {x['shape']!r:.80}")
+    if base_dir is None:
+        raise Malformed(f"{path}.file", f"sidecar {name!r}: a certificate read from stdin has no folder (arrays inline)")
     root = os.path.realpath(base_dir)
     full = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, full]) != root:
@@ -352,7 +356,7 @@ class Instance:
         self.kept = None if self.weights is None else np.flatnonzero(self.weights > 0)
 
 
-def instance(doc: dict, base_dir: str, pair: bool = False) -> "Instance":
+def instance(doc: dict, base_dir: str | None, pair: bool = False) -> "Instance":
     """The certificate's instance; for a "pair" kind (format 1.2) with its replacement, of the same n x N."""
     minor, path = int(doc["version"].split(".")[1]), "$.instance.replacement"
     if pair and minor < 2:
@@ -392,8 +396,7 @@ def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.nd
             raise Malformed(f"{path}.column_weights[{int(np.argmax(w < 0))}]", "negative weight")
         if not np.any(w > 0):
             raise Malformed(f"{path}.column_weights", "every column is dropped (all weights 0)")
-        if np.all(w == 1.0):
-            w = None
+        w = None if np.all(w == 1.0) else w
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
     return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor))

@@ -68,7 +68,7 @@ def _complement(X, P, EP, F):
     return Y, inflate(inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2) + 2 * U * np.abs(Y), 3)
 
 
-def read_witness(w: dict, d: int, base_dir: str) -> tuple:
+def read_witness(w: dict, d: int, base_dir: str | None) -> tuple:
     w = obj(w, "$.witness", [], FIELDS)
     if len({f in w for f in FIELDS[:3]}) > 1:
         raise Malformed("$.witness", "basis, query_centre and key_centre go together")
@@ -164,7 +164,7 @@ def chain(g: dict, eps: Fraction, n: int) -> tuple:
         return out, min(cap, bound), "net"
 
 
-def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str) -> dict:
+def enclosures(inst: Instance, eps: Fraction, witness: dict, base_dir: str | None) -> dict:
     """Everything the rule computes: geometry upper bounds and chain balls, for audits."""
     if inst.mask is not None:
         raise Unsupported("upper-chain on a row-masked instance: the chain theorems assume one key set "

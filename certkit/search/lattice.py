@@ -8,9 +8,7 @@ R^{r+1} (the weight lives in an invisible coordinate).  sphere (d, mu, R2): the 
 y_u = (u/rho', sqrt(1 - |u|^2/rho'^2)), u in Z^{d-1}, |u|^2 <= R2, at beta = mu R2.
 """
 import itertools
-import json
 import math
-import os
 from fractions import Fraction
 
 import flint
@@ -20,6 +18,7 @@ from ..head import Head
 from ..kernel import KINDS
 from ..kernel.numerics import FORMAT, arb_down, arb_of, arb_up, lattice_count, theta_sum
 from ..numbers import numeral, tag
+from ..outputs import write_json
 from . import writer
 
 
@@ -59,11 +58,7 @@ def _write(path, instance, witness, bound, eps, provenance):
            "instance": instance, "witness": witness, "assumptions": list(kind.lemmas)}
     if provenance:
         doc["provenance"] = provenance
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    return path
+    return write_json(path, doc)
 
 
 def ball_certificate(path, d, beta, L, K, eps, mode="weights", cell=None, provenance=None):

@@ -2,7 +2,6 @@
 by sha256.  The only bridge from floats to certificate numbers is float.hex (exact)."""
 import hashlib
 import io
-import json
 import os
 from fractions import Fraction
 
@@ -12,6 +11,7 @@ from ..choices import check
 from ..kernel import KINDS
 from ..kernel.numerics import FORMAT
 from ..numbers import numeral
+from ..outputs import write_atomic, write_json
 
 INLINE_LIMIT = 4096
 # The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
@@ -64,11 +64,8 @@ class CertificateWriter:
             full = os.path.join(self.dir, fname)
             if self.shared and os.path.exists(full) and os.path.getsize(full) == len(raw):
                 continue                    # content-named: already there (the checker re-hashes it)
-            with open(full, "wb") as f:
-                f.write(raw)
-        with open(self.path, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+            write_atomic(full, raw)
+        write_json(self.path, doc)
         return self.path
 
 

@@ -8,6 +8,7 @@ with r_SVD_int < r_exact under the stated definitions; the sandwiches; the atten
 No scipy: the ranks and the bootstrap are vectorised numpy (a few seconds for ~7,500 rows).
 figures(rows, curves, out): one figure per question, PNG + PDF + SVG (docs/report.md)."""
 import csv
+import io
 import json
 import os
 import warnings
@@ -17,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..figures import fmt
+from ...outputs import write_atomic as write_text
 from .configs import collect, group_path, write_atomic
 
 PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstruction": 1.57e-6, "heads": 84}
@@ -724,13 +726,13 @@ def write_summary(out, with_plots=True):
     meta, rows, curves = load(out)
     s = statistics(rows)
     fields = csv_fields(rows)
-    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        w.writerows(rows)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_text(os.path.join(out, "results.csv"), buf.getvalue())
     write_atomic(os.path.join(out, "results.json"), {"meta": meta, "statistics": s, "rows": rows})
-    with open(os.path.join(out, "SUMMARY.md"), "w") as f:
-        f.write(summary_markdown(meta, s, rows))
+    write_text(os.path.join(out, "SUMMARY.md"), summary_markdown(meta, s, rows))
     if with_plots and rows:
         figures(rows, curves, out, s)
     return rows, s

@@ -1,0 +1,117 @@
+"""Hostile inputs: a golden list of what an attacker or a careless user hands certkit, each with the
+exit code a careful tool gives and the promise it keeps (README "Hostile files", TRUST.md).
+
+The destructive writes come first: an output path that exists and is not a regular file (a
+symbolic link, a FIFO, a device) is refused with exit 73 and left exactly as it was; nothing is
+written through a link; `verify -` creates nothing at all.
+"""
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CERT = ROOT / "data" / "certificates" / "perm-n40-margin.json"      # inline arrays, VERIFIED
+CERTIFY = ["certify", "--synthetic", "gaussian:n=12,d=3,beta=1,seed=0", "--eps", "1/4", "--peers", "none"]
+
+
+def run(*args, stdin=None, env=None):
+    return subprocess.run([sys.executable, "-m", "certkit", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, input=stdin, env=env, cwd=ROOT)
+
+
+def snapshot(path):
+    """What a path is, without following it: (type, link target or bytes)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "link", os.readlink(path)
+    if stat.S_ISFIFO(st.st_mode):
+        return "fifo", None
+    return "file", pathlib.Path(path).read_bytes()
+
+
+# ---------------------------------------------------------------- destructive writes
+
+def test_the_lock_file_is_never_opened_through_a_link(tmp_path):
+    """A repository can ship `.certkit.lock -> victim` under the default --out: certify refuses (73),
+    the victim keeps its bytes and the link stays a link."""
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    out.mkdir()
+    victim.write_text("DATA\n")
+    (out / ".certkit.lock").symlink_to(victim)
+    r = run(*CERTIFY, "--out", out)
+    assert r.returncode == 73, r.stderr
+    assert ".certkit.lock" in r.stderr and "symbolic link" in r.stderr and "Traceback" not in r.stderr
+    assert victim.read_text() == "DATA\n" and snapshot(out / ".certkit.lock") == ("link", str(victim))
+
+
+def test_the_lock_file_as_a_fifo_is_refused_without_blocking(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".certkit.lock")
+    r = run(*CERTIFY, "--out", out)
+    assert r.returncode == 73 and "FIFO" in r.stderr, r.stderr
+    assert snapshot(out / ".certkit.lock")[0] == "fifo"
+
+
+@pytest.mark.parametrize("option", ["--summary", "--log"])
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_verify_never_replaces_or_writes_through_what_is_not_a_regular_file(tmp_path, option, what):
+    """`verify --summary /dev/full` used to rename the summary over the device node.  A FIFO and a
+    link stand in for the device here (the same lstat check refuses all three): exit 73 before any
+    check, the path unchanged, the link's target unchanged."""
+    target, victim = tmp_path / "out.json", tmp_path / "victim"
+    victim.write_text("DATA\n")
+    if what == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(victim)
+    before = snapshot(target)
+    r = run("verify", "-q", option, target, CERT)
+    assert r.returncode == 73, r.stderr
+    assert str(target) in r.stderr and "Traceback" not in r.stderr
+    assert snapshot(target) == before and victim.read_text() == "DATA\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_verify_summary_on_a_device_is_refused():
+    before = os.stat("/dev/full")
+    r = run("verify", "-q", "--summary", "/dev/full", CERT)
+    assert r.returncode == 73 and "/dev/full" in r.stderr and "device" in r.stderr, r.stderr
+    after = os.lstat("/dev/full")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_write_atomic_refuses_a_link_and_keeps_regular_files_working(tmp_path):
+    from certkit.errors import OutputError
+    from certkit.outputs import write_atomic
+    victim, link = tmp_path / "victim", tmp_path / "link.json"
+    victim.write_text("DATA\n")
+    link.symlink_to(victim)
+    with pytest.raises(OutputError, match="symbolic link"):
+        write_atomic(link, "x\n")
+    assert snapshot(link) == ("link", str(victim)) and victim.read_text() == "DATA\n"
+    write_atomic(tmp_path / "plain.json", "1\n")
+    write_atomic(tmp_path / "plain.json", "2\n")                        # an existing regular file is replaced
+    assert (tmp_path / "plain.json").read_text() == "2\n"
+
+
+def test_verify_stdin_creates_nothing_when_killed_mid_check(tmp_path):
+    """kill -9 while verify is reading a certificate from stdin leaves no copy anywhere: TMPDIR,
+    the working folder and the certificate's folder stay as they were."""
+    tmp, cwd = tmp_path / "tmp", tmp_path / "cwd"
+    tmp.mkdir()
+    cwd.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "certkit", "verify", "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
+    p.stdin.write(CERT.read_bytes()[:100])                  # half a certificate: verify waits for the rest
+    p.stdin.flush()
+    import time
+    time.sleep(2.0)
+    p.kill()
+    p.wait(timeout=30)
+    assert list(tmp.iterdir()) == [] and list(cwd.iterdir()) == []
