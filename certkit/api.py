@@ -14,16 +14,17 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
-from .certificate import Certificate, Comparison, Sandwich
+from .certificate import Certificate, Comparison, OutputComparison, Sandwich
 from .choices import check
 from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
-from .numbers import parse_budget, parse_distance, parse_eps, parse_eps_list
+from .errors import UserError
+from .numbers import parse_budget, parse_distance, parse_eps, parse_eps_list, parse_output_eps
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited
 
-__all__ = ["Certificate", "Sandwich", "Comparison", "certify", "compare", "verify", "audit", "scale", "calibrate", "tables",
+__all__ = ["Certificate", "Sandwich", "Comparison", "OutputComparison", "certify", "compare", "verify", "audit", "scale", "calibrate", "tables",
            "AuditResult", "ScaleResult", "CausalLaw", "CalibrateResult", "TablesResult", "Table"]
 
 EpsLike = str | int | float | Fraction               # an exact number: 0.1 means 1/10 (certkit.numbers)
@@ -77,7 +78,8 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
 
 @limited()
 def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None,
-            out: str | os.PathLike[str] | None = None) -> Comparison:
+            out: str | os.PathLike[str] | None = None, norm: str | None = None,
+            relative: bool = False) -> "Comparison | OutputComparison":
     """The certified distance  max_i ||A_i - A'_i||_1 <= eps  between a head's attention A and a
     replacement's A' (by the operator identity, the worst error of the attention output over all
     value matrices with entries in [-1, 1]; docs/mathematics.md §10).  replacement: a Head of the
@@ -88,6 +90,12 @@ def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None
     .distance (exact, None if not proved), .estimate (float64), .certificate (kernel-VERIFIED) and
     .verdict; out: a file path to keep the certificate at (else it lives in memory only).
 
+    norm "inf" or "2": instead, the error of the head's output on its own values (a head with values V
+    and optionally its slice W of the output projection, Head.from_arrays(..., values=V, projection=W)):
+    max_i ||(A V W - A' V' W)_i|| <= eps in that row norm, or with relative=True that divided by
+    ||(A V W)_i|| (kind attention-output-distance, format 1.3).  A method such as "kv:q4_0" quantises
+    the keys and the values as an engine's cache stores them.  Returns an OutputComparison.
+
     >>> import numpy as np, certkit
     >>> h = certkit.Head.from_arrays(np.eye(4), np.eye(4), beta=2)
     >>> c = certkit.compare(h, "quant:int4")
@@ -96,7 +104,7 @@ def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None
     """
     with needs("search", "compare"):
         from .compress import MethodError, parse_methods
-        from .search.compare import certify_distance
+        from .search.compare import certify_distance, certify_output_distance
     if not isinstance(head, Head):
         raise TypeError(f"compare: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
     if isinstance(replacement, str):
@@ -106,6 +114,12 @@ def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None
         replacement = methods[0].apply(head)
     if not isinstance(replacement, Head):
         raise TypeError(f"compare: replacement must be a certkit.Head or a method string, got {type(replacement).__name__}")
+    if norm is not None:
+        if norm not in ("inf", "2"):
+            raise UserError(f"compare: norm must be \"inf\" or \"2\", got {norm!r}")
+        return certify_output_distance(head, replacement, norm, bool(relative),
+                                       None if eps is None else parse_output_eps(eps),
+                                       None if out is None else os.fspath(out))
     return certify_distance(head, replacement, None if eps is None else parse_distance(eps),
                             None if out is None else os.fspath(out))
 

@@ -16,7 +16,7 @@ from typing import Any
 from .choices import check
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
-from .kernel.numerics import read_json, read_regular
+from .kernel.numerics import kind_and_claim, read_json, read_regular
 from .numbers import decimal
 from .outputs import write_atomic
 
@@ -85,9 +85,8 @@ class Certificate:
 
     @property
     def claim(self) -> str:
-        if self.doc["claim"]["quantity"] == "max_row_l1_distance":
-            return f"max_i ||A_i - A'_i||_1 <= {self.eps}"
-        return f"r_eps(A) {self.relation} {self.bound} at eps = {self.eps}"
+        """The canonical claim, as the kernel states it ("r_eps(A) <= 12 at eps = 1/4", ...)."""
+        return kind_and_claim(self.doc)[1].text
 
     def save(self, path: str) -> str:
         """Write the certificate to path (a .json file) and its sidecars beside it, each atomically
@@ -175,7 +174,7 @@ class Comparison:
     replacement: Head
     distance: Fraction | None
     estimate: float
-    kernel_bound: float
+    kernel_bound: float | None
     certificate: Certificate | None
     verdict: Verdict
     seconds: float = 0.0
@@ -196,3 +195,23 @@ class Comparison:
     def __repr__(self) -> str:
         d = "not proved" if self.distance is None else f"<= {float(self.distance):.4g}"   # exact: 4 digits
         return f"Comparison({self.head.name} vs {self.method}: max_i ||A_i - A'_i||_1 {d}, float {self.estimate:.4g})"
+
+
+@dataclass(frozen=True, eq=False)
+class OutputComparison(Comparison):
+    """max_i ||(A V W - A' V' W)_i|| <= distance (norm "inf" or "2"; relative: over ||(A V W)_i||) for
+    a head with values V (and its slice W of the output projection) and a replacement with values
+    V': the error of the head's output on these very values, proved by a kernel-VERIFIED
+    attention-output-distance certificate (format 1.3).  The fields of a Comparison (kernel_bound
+    None where the kernel proved no bound), and the norm and whether the error is relative."""
+    norm: str = "inf"
+    relative: bool = False
+
+    def row(self, file: str | None = None) -> dict[str, Any]:
+        """A summary row (as certkit compare's, with the norm and whether the error is relative)."""
+        return {**super().row(file), "norm": self.norm, "relative": self.relative}
+
+    def __repr__(self) -> str:
+        what = f"||(A V W - A' V' W)_i||_{self.norm}" + (f" / ||(A V W)_i||_{self.norm}" if self.relative else "")
+        d = "not proved" if self.distance is None else f"<= {float(self.distance):.4g}"
+        return f"OutputComparison({self.head.name} vs {self.method}: max_i {what} {d}, float {self.estimate:.4g})"

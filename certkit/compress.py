@@ -9,9 +9,14 @@ nothing here is trusted: the kernel recomputes both attentions from the certific
 
 Methods (`method(head, spec)` reads the command-line spelling):
 
-    quant:int8 | quant:int4 | quant:fp8     queries and keys quantised (quantize)
+    kv:q4_0 | kv:k=q8_0,v=q4_0              a KV cache as an engine stores it: keys (and values) in a
+                                            format of certkit.kvcache (q8_0, q4_0, q4_1, q5_0, q5_1,
+                                            fp8_e4m3, fp8_e5m2, int8); queries are never cached (kv)
+    quant:int8 | quant:int4 | quant:fp8     queries and keys quantised together, one scale per channel
+                                            over the whole sequence (quantize; not an engine's cache format)
     lowrank:k=16 [,of=keys|logits]          rank-k keys or rank-k logits (lowrank)
-    evict:sinks=4,window=64 [,heavy=8]      an evicted KV cache (evict); evict:keep=0-15,40 keeps a list
+    evict:sinks=4,window=64 [,heavy=8]      an evicted KV cache of a causal or sliding-window head (evict);
+                                            evict:keep=0-15,40 keeps a list (any head)
     window:w=128                            sliding-window attention (window)
     topk:k=32                               top-k attention per row (topk)
 
@@ -25,10 +30,13 @@ import numpy as np
 
 from .errors import UserError
 from .head import Head, RowMask
+from .kvcache import FORMATS as KV_FORMATS, dequantised
 from .numbers import parse_indices
 
 QUANT_LEVELS = {"int8": 127, "int4": 7}      # symmetric round-to-nearest: integers in [-L, L]
 DROP = -4096.0       # the logit bias that removes a key from one query's softmax (see drop_keys)
+DROP_SPREAD = 3300.0  # drop_keys refuses a row whose dropped keys' logits reach this far above its kept ones'
+
 FP8_MAX = 448.0                              # the largest finite float8 e4m3 ("fn") number
 
 
@@ -74,6 +82,19 @@ def quantize(head: Head, scheme: str = "int8") -> Head:
     return _replacement(head, f"quant:{scheme}", queries=q(head.queries), keys=q(head.keys))
 
 
+def kv(head: Head, keys: str | None, values: str | None) -> Head:
+    """A KV cache in an engine's format (certkit.kvcache): the keys the cache hands back in format
+    `keys` and, for a head with values, the values in format `values` (None: kept as they are);
+    queries, beta, weights, bias and mask unchanged."""
+    spec = f"kv:{keys}" if keys == values else "kv:" + ",".join(f"{n}={f}" for n, f in (("k", keys), ("v", values)) if f)
+    changes: dict[str, Any] = {}
+    if keys is not None:
+        changes["keys"] = dequantised(head.keys, keys)
+    if values is not None and head.values is not None:
+        changes["values"] = dequantised(head.values, values)
+    return _replacement(head, spec, **changes)
+
+
 # ------------------------------------------------------------------ low rank
 def lowrank(head: Head, k: int, of: str = "keys") -> Head:
     """Rank-k replacement by a truncated SVD: of="keys" replaces K by K V_k V_k^T (V_k the top k
@@ -104,15 +125,21 @@ def evict(head: Head, sinks: int = 4, window: int = 64, heavy: int = 0) -> Head:
     attends only to the first `sinks` keys, the `window` most recent keys up to its position
     (window >= 1: its own key is always there) and the `heavy` keys with the largest total
     attention mass sum_i A_ij; every other key is evicted (A'_ij = 0, softmax over the kept keys).
-    On a causal head (or one without a mask) and without heavy hitters this is a row mask (a few
-    numbers in the certificate), else a logit bias (drop_keys)."""
+    Only for a head with a causal or sliding-window mask: an encoder has no "recent" keys (MethodError;
+    use window: or evict:keep=).  Without heavy hitters on a causal head (or a window head, without
+    sinks) this is a row mask (exact, a few numbers in the certificate), else a logit bias (drop_keys)."""
     if sinks < 0 or window < 1 or heavy < 0:
         raise MethodError(f"evict:sinks={sinks},window={window},heavy={heavy}: need sinks, heavy >= 0 and "
                           "window >= 1 (the query's own key)")
     spec = f"evict:sinks={sinks},window={window}" + (f",heavy={heavy}" if heavy else "")
-    m = head.mask or RowMask(0)
-    if not heavy and m.window is None and not m.sinks:          # a causal (or no) mask: sinks + window is a mask
-        return _replacement(head, spec, mask=RowMask(m.offset, window, sinks))
+    m = head.mask
+    if m is None:
+        raise MethodError(f"{spec}: head {head.name!r} has no causal or sliding-window mask (an encoder: every "
+                          f"query sees every key, so a cache of recent keys is not defined); use window:w= for a "
+                          f"window centred on each query or evict:keep= for a fixed set of keys")
+    if not heavy and not m.sinks and (m.window is None or not sinks):   # the kept keys are a row mask: exact
+        return _replacement(head, spec, mask=RowMask(m.offset, window if m.window is None else min(window, m.window),
+                                                     sinks))
     pos = np.clip(_positions(head), 0, head.N - 1)
     cols = [np.broadcast_to(np.arange(min(sinks, head.N)), (head.n, min(sinks, head.N)))]
     cols.append(np.clip(pos[:, None] - np.arange(window)[None, :], 0, head.N - 1))
@@ -134,14 +161,13 @@ def keep(head: Head, keys: Any) -> Head:
 
 
 def window(head: Head, w: int) -> Head:
-    """Sliding-window attention: query i sees the w keys up to its position (i + offset - w < j <= i +
-    offset); a head without a row mask (an encoder) gets the w keys centred on i instead."""
+    """Sliding-window attention, a row mask (exact): query i sees the w keys up to its position (i +
+    offset - w < j <= i + offset); a head without a row mask (an encoder) the w keys centred on i,
+    i - w + w // 2 < j <= i + w // 2 (fewer at the ends of the sequence)."""
     if w < 1:
         raise MethodError(f"window:w={w}: w must be >= 1")
-    if head.mask is not None:
-        return _replacement(head, f"window:w={w}", mask=RowMask(head.mask.offset, w))
-    lo = np.clip(np.arange(head.n) - w // 2, 0, max(head.N - w, 0))
-    return drop_keys(head, f"window:w={w}", np.minimum(lo[:, None] + np.arange(w), head.N - 1))
+    offset = w // 2 if head.mask is None else head.mask.offset
+    return _replacement(head, f"window:w={w}", mask=RowMask(offset, w))
 
 
 def topk(head: Head, k: int) -> Head:
@@ -159,12 +185,27 @@ def topk(head: Head, k: int) -> Head:
 
 def drop_keys(head: Head, spec: str, keys: np.ndarray) -> Head:
     """Query i keeps only the keys listed in row i of keys (n x k indices): every other key gets the
-    logit bias DROP = -4096 on top of the head's own.  Its attention then differs from dropping those
-    keys exactly by at most 2 N e^(Delta_i - 4096) in row i (Delta_i the spread of row i's logits),
-    below 10^-1700 for any head whose logits span less than 100 (a certificate states exactly this
-    bias, so the proof is about this attention)."""
+    logit bias DROP = -4096 on top of the head's own.  With Delta_i = (largest logit of a dropped key)
+    - (largest logit of a kept key) in row i (logits with log w_j and the head's bias, over the keys
+    the row sees), the biased row differs from dropping those keys exactly by 2 Z_D' / (Z_S + Z_D') <=
+    2 N e^(Delta_i - 4096) in l1 (docs/mathematics.md §10.3).  This is checked here for every row,
+    Delta_i <= DROP_SPREAD (so the difference is below 2^-1000, under any certified number's last
+    digit), with a margin for the float logits; a row beyond it is a MethodError naming it: the
+    certificate states this bias, and it stands for the eviction only where the check holds."""
     kept = np.zeros((head.n, head.N), dtype=bool)
     np.put_along_axis(kept, keys, True, axis=1)
+    for s in range(0, head.n, 1024):
+        L = head.logits(rows=slice(s, s + 1024))
+        k = kept[s:s + 1024]
+        top_kept = np.max(np.where(k, L, -np.inf), axis=1)
+        top_drop = np.max(np.where(k, -np.inf, L), axis=1)
+        margin = 1.0 + 1e-12 * np.max(np.abs(np.where(np.isfinite(L), L, 0.0)), axis=1)
+        bad = np.flatnonzero(~(top_kept > -np.inf) | (top_drop - top_kept + margin > DROP_SPREAD))
+        if bad.size:
+            i = s + int(bad[0])
+            raise MethodError(f"{spec}: row {i} keeps no key it sees, or its dropped keys' logits reach "
+                              f"{float(top_drop[bad[0]] - top_kept[bad[0]]):.4g} above its kept ones' (> "
+                              f"{DROP_SPREAD:g}): a logit bias of {DROP:g} would not stand for dropping them")
     return _replacement(head, spec, bias=(0.0 if head.bias is None else head.bias) + np.where(kept, 0.0, DROP))
 
 
@@ -195,6 +236,8 @@ class Method:
 
     def apply(self, head: Head) -> Head:
         f, p = self.family, dict(self.params)
+        if f == "kv":
+            return kv(head, p.get("k"), p.get("v"))
         if f == "quant":
             return quantize(head, p["scheme"])
         if f == "lowrank":
@@ -208,7 +251,7 @@ class Method:
         return topk(head, p["k"])
 
 
-FAMILIES = {"quant": (), "lowrank": ("k", "of"), "evict": ("sinks", "window", "heavy", "keep"),
+FAMILIES = {"kv": ("k", "v"), "quant": (), "lowrank": ("k", "of"), "evict": ("sinks", "window", "heavy", "keep"),
             "window": ("w",), "topk": ("k",)}
 BITS = {"int8": 8, "int4": 4, "fp8": 8}
 
@@ -221,6 +264,9 @@ def parse_methods(text: str) -> list[Method]:
         fam, _, rest = part.partition(":")
         if fam not in FAMILIES:
             raise MethodError(f"--method {part!r}: unknown method {fam!r} (use {', '.join(FAMILIES)})")
+        if fam == "kv":
+            out += _kv_methods(part, rest)
+            continue
         if fam == "quant":
             schemes = [s.strip() for s in rest.split(",") if s.strip()] or ["int8"]
             for s in schemes:
@@ -257,6 +303,28 @@ def parse_methods(text: str) -> list[Method]:
     if not out:
         raise MethodError("--method: no method given")
     return out
+
+
+def _kv_methods(part: str, rest: str) -> list[Method]:
+    """kv:q4_0 (keys and values), kv:q8_0,q4_0 (two settings), kv:k=q8_0,v=q4_0 (keys and values apart)."""
+    def fmt(name: str) -> str:
+        if name not in KV_FORMATS:
+            raise MethodError(f"--method {part!r}: unknown KV format {name!r} (use {', '.join(KV_FORMATS)})")
+        return name
+    items = [s.strip() for s in rest.split(",") if s.strip()]
+    if not items:
+        raise MethodError(f"--method {part!r}: name a KV format (kv:q4_0, kv:k=q8_0,v=q4_0; {', '.join(KV_FORMATS)})")
+    if any("=" in s for s in items):
+        p = {}
+        for s in items:
+            key, _, val = s.partition("=")
+            if key not in ("k", "v") or key in p:
+                raise MethodError(f"--method {part!r}: expected k=FORMAT and/or v=FORMAT, once each")
+            p[key] = fmt(val)
+        bits = [KV_FORMATS[f].bits for f in p.values()]
+        spec = f"kv:{p['k']}" if p.get("k") == p.get("v") else "kv:" + ",".join(f"{k}={v}" for k, v in sorted(p.items()))
+        return [Method(spec, "kv", sum(bits) / len(bits), tuple(sorted(p.items())))]
+    return [Method(f"kv:{fmt(s)}", "kv", KV_FORMATS[s].bits, (("k", s), ("v", s))) for s in items]
 
 
 def _items(rest: str) -> list[str]:

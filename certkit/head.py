@@ -3,13 +3,14 @@
 A Head holds the queries Q (n x d) and keys K (N x d) as float64, an exact temperature beta
 (a Fraction, an exact irrational c/sqrt(D), or an interval of temperatures), optional column
 weights w (N, >= 0; w_j = 0 drops key j, w_j = m counts it m times) and an optional logit bias
-(n x N), with a name and a free-form provenance.  Everything certkit certifies is about exactly
+(n x N), with a name and a free-form provenance; for the attention output A V W, optional values V
+(N x d_v) and the head's slice W of the output projection (d_v x d_out).  Everything certkit certifies is about exactly
 these numbers: a certificate states them, the kernel recomputes A from them.
 
 Head files (no pickle anywhere): .npz (numpy, allow_pickle=False) or .safetensors with arrays
 Q, K (aliases queries/q, keys/k), optional beta (a scalar, taken at its exact binary value),
-weights (column_weights) and bias (logit_bias); integer and float16/32/64 arrays are widened
-exactly to float64.
+weights (column_weights), bias (logit_bias), values (V) and projection (W_O); integer and
+float16/32/64 arrays are widened exactly to float64.
 """
 import dataclasses
 import os
@@ -24,7 +25,8 @@ from .errors import InputError, UserError
 from .numbers import BetaInterval, OverSqrt, brief, numeral, parse_beta
 
 ALIASES = {"Q": ("Q", "queries", "q"), "K": ("K", "keys", "k"), "beta": ("beta",),
-           "weights": ("weights", "column_weights"), "bias": ("bias", "logit_bias")}
+           "weights": ("weights", "column_weights"), "bias": ("bias", "logit_bias"),
+           "values": ("values", "V", "v"), "projection": ("projection", "W_O", "W")}
 
 
 class HeadError(UserError):
@@ -134,6 +136,8 @@ class Head:
     name: str = "head"
     provenance: dict[str, Any] = field(default_factory=dict)
     mask: RowMask | None = None            # causal / sliding-window row mask (None: every key visible)
+    values: np.ndarray | None = None       # V (N x d_v): the output A V (format 1.3 output distances)
+    projection: np.ndarray | None = None   # W (d_v x d_out): the head's slice of the output projection
 
     def __post_init__(self) -> None:
         Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
@@ -161,13 +165,23 @@ class Head:
             empty = np.flatnonzero(seen[hi] - seen[lo] + seen[np.minimum(self.mask.sinks, lo)] == 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
-        for a in (Q, K, w, bias):
+        V = W = None
+        if self.values is not None:
+            V = as_float64(self.values, "values")
+            if V.ndim != 2 or V.shape[0] != K.shape[0] or V.shape[1] == 0 or not np.all(np.isfinite(V)):
+                raise HeadError(f"values: need finite entries and shape ({K.shape[0]}, d_v), got {V.shape}")
+        if self.projection is not None:
+            W = as_float64(self.projection, "projection")
+            if V is None or W.ndim != 2 or W.shape[0] != V.shape[1] or W.shape[1] == 0 or not np.all(np.isfinite(W)):
+                raise HeadError(f"projection: needs values and finite entries of shape "
+                                f"({'d_v' if V is None else V.shape[1]}, d_out), got {W.shape}")
+        for a in (Q, K, w, bias, V, W):
             if a is not None:
                 a.setflags(write=False)
         b = parse_beta(self.beta)
         if beta_too_large(b):
             raise HeadError(f"beta: {brief(b)} is above 10^12, the largest temperature a certificate states")
-        for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias),
+        for name, v in (("queries", Q), ("keys", K), ("weights", w), ("bias", bias), ("values", V), ("projection", W),
                         ("beta", b), ("name", str(self.name)),
                         ("provenance", dict(self.provenance or {}))):
             object.__setattr__(self, name, v)
@@ -175,12 +189,14 @@ class Head:
     # ------------------------------------------------------------ constructors
     @classmethod
     def from_arrays(cls, queries: Any, keys: Any, beta: Any, *, weights: Any = None, bias: Any = None, name: str = "head",
-                    provenance: dict[str, Any] | None = None, mask: RowMask | None = None) -> "Head":
+                    provenance: dict[str, Any] | None = None, mask: RowMask | None = None, values: Any = None,
+                    projection: Any = None) -> "Head":
         """A head from arrays: numpy, torch (CPU or GPU, any float dtype) or nested lists, each
         converted once to float64.  beta is exact: 2, "1/8", Fraction(1, 8), "1/sqrt(64)",
         OverSqrt(1, 64); a float is read by its shortest decimal form (0.1 means 1/10).  mask: a
-        RowMask (causal or sliding window, optionally with attention sinks) for decoder heads."""
-        return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask)
+        RowMask (causal or sliding window, optionally with attention sinks) for decoder heads.  values
+        V (N x d_v) and projection W (d_v x d_out): the head's output A V W, for output distances."""
+        return cls(queries, keys, beta, weights, bias, name, provenance or {}, mask, values, projection)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], beta: Any = None, name: str | None = None) -> "Head":
@@ -199,7 +215,8 @@ class Head:
             beta = Fraction(float(b.reshape(-1)[0]))       # the stored binary64, exactly
         stem = os.path.splitext(os.path.basename(path))[0]
         try:
-            return cls(Q, K, beta, get("weights"), get("bias"), name or stem, {"file": os.path.basename(path)})
+            return cls(Q, K, beta, get("weights"), get("bias"), name or stem, {"file": os.path.basename(path)},
+                       None, get("values"), get("projection"))
         except UserError as e:
             raise HeadError(f"{path}: {e}") from None
 
@@ -280,7 +297,7 @@ class Head:
         arrays: dict[str, Any] = {"Q": self.queries, "K": self.keys}
         if isinstance(self.beta, Fraction) and Fraction(float(self.beta)) == self.beta:
             arrays["beta"] = np.array(float(self.beta))
-        for k in ("weights", "bias"):
+        for k in ("weights", "bias", "values", "projection"):
             if getattr(self, k) is not None:
                 arrays[k] = getattr(self, k)
         if path.endswith(".npz"):
@@ -295,7 +312,9 @@ class Head:
     def __repr__(self) -> str:
         return (f"Head({self.name!r}, n={self.n}, N={self.N}, d={self.d}, beta={self.beta}"
                 + (", weights" if self.weights is not None else "") + (", bias" if self.bias is not None else "")
-                + (f", mask={self.mask}" if self.mask is not None else "") + ")")
+                + (f", mask={self.mask}" if self.mask is not None else "")
+                + (f", d_v={self.values.shape[1]}" if self.values is not None else "")
+                + (f", d_out={self.projection.shape[1]}" if self.projection is not None else "") + ")")
 
 
 def _load_arrays(path):

@@ -113,6 +113,14 @@ def parse_distance(x: object, what: str = "eps") -> Fraction:
     return e
 
 
+def parse_output_eps(x: object, what: str = "eps") -> Fraction:
+    """A tolerance for an output distance, exact, in (0, 2^64) (the certificate format's range)."""
+    e = exact(x, what)
+    if not 0 < e < 2 ** 64:
+        raise UserError(f"{what}: {brief(e)} is outside (0, 2^64)")
+    return e
+
+
 def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
     """A list of eps from "0.1,1/4", one number, or an iterable of numbers; an empty entry
     ("1/4,,1/2", "1/4,") is refused, not skipped."""

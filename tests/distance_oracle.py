@@ -92,3 +92,40 @@ def claim_is_false(doc, margin=Fraction(1, 10 ** 30)):
     """True when the document's claimed eps is below the true distance by more than margin
     (far beyond the oracle's own rounding at DIGITS digits)."""
     return fraction(truth(doc)) > number(doc["claim"]["eps"]) + margin
+
+
+# ---------------------------------------------------------------- output distances (format 1.3)
+def output_rows(doc):
+    """[(||D_i||, ||(A V W)_i||)] of an attention-output-distance document, D = A V W - A' V' W, in the
+    claim's norm (the quantity's suffix _inf or _2), W the projection (the identity when absent).
+    V, V' and W are exact rationals; every product and sum is exact but for the mpf attention rows."""
+    inst = doc["instance"]
+    norm = doc["claim"]["quantity"].rsplit("_", 1)[1]
+    with mpmath.workdps(DIGITS):
+        A, B = attention(inst), attention(inst["replacement"])
+        V, V2 = matrix(inst["values"]), matrix(inst["replacement"]["values"])
+        if "projection" in inst:
+            W = matrix(inst["projection"])
+            V, V2 = ([[sum((v[a] * W[a][c] for a in range(len(W))), Fraction(0)) for c in range(len(W[0]))]
+                      for v in M] for M in (V, V2))
+        P, P2 = ([[mpf(x) for x in row] for row in M] for M in (V, V2))
+
+        def size(x):
+            return max(abs(t) for t in x) if norm == "inf" else mpmath.sqrt(mpmath.fsum(t * t for t in x))
+        out = []
+        for a, b in zip(A, B):
+            o = [mpmath.fsum(a[j] * P[j][c] for j in range(len(P))) for c in range(len(P[0]))]
+            o2 = [mpmath.fsum(b[j] * P2[j][c] for j in range(len(P2))) for c in range(len(P2[0]))]
+            out.append((size([x - y for x, y in zip(o, o2)]), size(o)))
+        return out
+
+
+def output_truth(doc):
+    """The true left side of an attention-output-distance claim: max_i ||D_i||, or max_i ||D_i|| /
+    ||(A V W)_i|| for a relative quantity (inf where a row's output is 0)."""
+    if not isinstance(doc, dict):
+        with open(doc) as f:
+            doc = json.load(f)
+    relative = "relative" in doc["claim"]["quantity"]
+    with mpmath.workdps(DIGITS):
+        return max((d / o if o else mpmath.inf) if relative else d for d, o in output_rows(doc))

@@ -70,19 +70,51 @@ def listed(head):
     return [set(np.flatnonzero(np.isfinite(L[i]) & (L[i] > np.max(L[i]) - 2048))) for i in range(head.n)]
 
 
-@given(st.integers(0, 6), st.integers(1, 9), st.integers(0, 3), st.sampled_from([None, 0, 1, 5]))
+@given(st.integers(0, 6), st.integers(1, 9), st.integers(0, 3), st.sampled_from([0, 1, 5]))
 @settings(max_examples=40, deadline=None)
 def test_evict_keeps_the_sinks_the_recent_window_and_the_heavy_keys(sinks, window, heavy, band):
-    """Row i keeps j < sinks, i - window < j <= i and the heavy keys, within what the head's mask shows."""
-    mask = None if band is None else RowMask(0, band or None, 2 if band == 5 else 0)
+    """Row i keeps j < sinks, i - window < j <= i and the heavy keys, within what the head's mask shows;
+    a row mask (exact) wherever the kept keys are one, else a logit bias."""
+    mask = RowMask(0, band or None, 2 if band == 5 else 0)
     h = gauss(20, mask=mask)
     e = compress.evict(h, sinks=sinks, window=window, heavy=heavy)
     top = set(np.argsort(-h.attention().sum(axis=0), kind="stable")[:heavy])
-    shown = listed(h) if mask is not None else [set(range(20))] * 20
-    for i, seen in enumerate(listed(e)):
-        want = {j for j in range(20) if (j < sinks or i - window < j <= i or j in top) and j <= i} & shown[i]
+    for i, (seen, shown) in enumerate(zip(listed(e), listed(h))):
+        want = {j for j in range(20) if (j < sinks or i - window < j <= i or j in top) and j <= i} & shown
         assert seen == want
-    assert (e.bias is None) == (heavy == 0 and (mask is None or mask == RowMask(0)))
+    assert (e.bias is None) == (heavy == 0 and not mask.sinks and (mask.window is None or sinks == 0))
+
+
+def test_evict_on_a_head_without_a_mask_is_an_error_that_says_why():
+    """An encoder has no recent keys: evict used to impose a causal mask silently (1.941 certified for a
+    cache that keeps every key)."""
+    with pytest.raises(MethodError, match="no causal or sliding-window mask"):
+        compress.evict(gauss(16), sinks=4, window=16)
+    with pytest.raises(MethodError, match="no causal"):
+        certkit.compare(gauss(16), "evict:sinks=4,window=128")
+
+
+def test_evict_on_a_window_head_is_the_exact_drop_even_where_logits_spread_past_4096():
+    """A sliding-window head, beta = 3000, two visible keys per row with logits +-beta: evicting to a
+    window of 1 keeps the row's own key, which gets almost none of the mass: the evicted cache is at
+    distance ~2 (it was certified at 7.8e-12 with a -4096 bias standing for the drop)."""
+    Q, K = np.array([[1.0, 0.0]] * 6), np.array([[1.0, 0.0], [-1.0, 0.0]] * 3)
+    h = Head.from_arrays(Q, K, beta=3000, mask=RowMask(0, 2))
+    e = compress.evict(h, sinks=0, window=1)
+    assert e.mask == RowMask(0, 1) and e.bias is None
+    c = certkit.compare(h, e)
+    assert c.estimate > 1.99 and c.distance is None          # nothing below the trivial 2 to prove
+    with pytest.raises(MethodError, match="would not stand for dropping"):
+        compress.evict(h.replace(mask=RowMask(0, 2, 1)), sinks=0, window=1)   # sinks in the head: a bias, refused
+
+
+def test_a_drop_bias_is_refused_where_a_row_spreads_too_far():
+    """drop_keys checks its condition per row: dropped keys' logits at most 3300 above the kept ones'."""
+    Q, K = np.array([[1.0]] * 3), np.array([[-1.0], [1.0], [0.0]])
+    h = Head.from_arrays(Q, K, beta=2000, mask=RowMask(0))
+    with pytest.raises(MethodError, match="row 1"):
+        compress.drop_keys(h, "test", np.array([[0], [0], [0]]))
+    assert compress.drop_keys(h, "test", np.array([[0], [1], [1]])).bias is not None
 
 
 def test_topk_keeps_each_rows_largest_logits_and_window_is_a_band():
@@ -94,7 +126,9 @@ def test_topk_keeps_each_rows_largest_logits_and_window_is_a_band():
         assert seen == set(visible[np.argsort(-L[i, visible], kind="stable")[:3]])
     w = compress.window(h, 4)
     assert w.mask == RowMask(0, 4)
-    assert [len(s) for s in listed(compress.window(gauss(16), 4))] == [4] * 16
+    centred = compress.window(gauss(16), 4)                  # an encoder: i - 2 < j <= i + 2, a row mask
+    assert centred.mask == RowMask(2, 4) and centred.bias is None
+    assert [len(s) for s in listed(centred)] == [3] + [4] * 13 + [3, 2]
 
 
 def test_lowrank_keys_have_rank_k_and_full_rank_is_the_head():
@@ -136,10 +170,14 @@ def float_truth(h, r):
 
 
 @pytest.mark.parametrize("spec", ["quant:int8", "quant:int4", "quant:fp8", "lowrank:k=2", "lowrank:k=2,of=logits",
-                                  "evict:sinks=2,window=4", "evict:keep=0-5", "window:w=5", "topk:k=4"])
+                                  "evict:sinks=2,window=4", "evict:keep=0-5", "window:w=5", "topk:k=4", "kv:q8_0",
+                                  "kv:q4_0", "kv:fp8_e5m2", "kv:int8"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_compare_certifies_a_distance_at_least_the_truth_and_close_to_it(spec, causal):
-    h = gauss(24, mask=RowMask(0) if causal else None, beta="1/2")
+    if spec.startswith("evict:sinks") and not causal:
+        pytest.skip("evict needs a causal head (test_evict_on_a_head_without_a_mask_is_an_error_that_says_why)")
+    kv = spec.startswith("kv:")                  # llama.cpp's blocks: a head dimension of 32
+    h = gauss(24, d=32 if kv else 6, mask=RowMask(0) if causal else None, beta="1/8" if kv else "1/2")
     c = certkit.compare(h, spec)
     truth = float_truth(h, parse_methods(spec)[0].apply(h))
     assert truth < 1.99                                                 # a distance to prove below 2
@@ -171,7 +209,7 @@ def cli(*args, cwd=None):
 
 def test_certkit_compare_end_to_end_resumes_and_its_certificates_verify(tmp_path):
     out = tmp_path / "c"
-    args = ["compare", "--synthetic", "gaussian:n=32,d=8,beta=1/2,seed=1", "--method", "quant:int8,int4",
+    args = ["compare", "--synthetic", "gaussian:n=32,d=8,beta=1/2,seed=1,mask=causal", "--method", "quant:int8,int4",
             "--method", "evict:sinks=2,window=4..8", "--eps", "1/10", "--lower", "--out", str(out)]
     r = cli(*args)
     assert r.returncode == 0, r.stderr

@@ -27,10 +27,10 @@ CERTS = sorted(DATA.glob("*.json"))
 
 def test_corpus_covers_every_kind_and_both_directions():
     """Every rank kind (the corpus states heads, certkit.corpus "every kind of format 1.0"); the
-    format-1.2 kind attention-distance compares a head with a replacement and has its golden corpus
-    in tests/golden/distance."""
+    format-1.2 kind attention-distance and the format-1.3 kind attention-output-distance compare a
+    head with a replacement and have their golden corpora in tests/golden/distance and tests/golden/output."""
     kinds = {json.loads(p.read_text())["kind"] for p in CERTS}
-    assert kinds == {k for k in KINDS if KINDS[k].shape != "pair"}
+    assert kinds == {k for k in KINDS if KINDS[k].shape not in ("pair", "output")}
     assert {KINDS[k].relation for k in kinds} == {"<=", ">="}
 
 

@@ -76,7 +76,8 @@ def test_compare_writes_the_same_bytes_serial_with_workers_and_on_dask(tmp_path)
     """certkit compare: the same certificates (and the same certified numbers) serially, with
     --workers 2 and on a local Dask cluster."""
     pytest.importorskip("distributed")
-    base = ["compare", "--synthetic", "gaussian:n=96,d=8,beta=1/2,seed=1", "--synthetic", "clustered:n=64,d=8,seed=2",
+    base = ["compare", "--synthetic", "gaussian:n=96,d=8,beta=1/2,seed=1,mask=causal", "--synthetic",
+            "clustered:n=64,d=8,seed=2,mask=causal",
             "--method", "quant:int8,fp8;lowrank:k=2;topk:k=8;evict:sinks=2,window=16", "--eps", "1/10"]
     got, numbers = {}, {}
     for name, extra in (("serial", []), ("workers", ["--workers", 2]), ("dask", ["--scheduler", "local:2"])):

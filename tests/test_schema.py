@@ -1,5 +1,6 @@
-"""The JSON Schemas of certificate formats 1.0 and 1.2 (1.0 plus row masks, attention sinks and the kind
-attention-distance) agree with the strict reader (certkit/kernel/load.py)."""
+"""The JSON Schemas of certificate formats 1.0, 1.2 (1.0 plus row masks, attention sinks and the kind
+attention-distance) and 1.3 (plus the kind attention-output-distance) agree with the strict reader
+(certkit/kernel/load.py)."""
 import glob
 import json
 import os
@@ -16,14 +17,18 @@ CERT_DIR = os.path.join(ROOT, "data", "certificates")
 CERTS = sorted(glob.glob(os.path.join(CERT_DIR, "*.json")))
 
 
-@pytest.fixture(scope="module", params=["1.0", "1.2"])
+@pytest.fixture(scope="module", params=["1.0", "1.2", "1.3"])
 def schema(request):
     with open(SCHEMA_PATH.format(request.param)) as f:
         return json.load(f)
 
 
+def minor(schema):
+    return int(schema["$id"].rsplit("-1.", 1)[1].split(".")[0])
+
+
 def newest(schema):
-    return schema["$id"].endswith("-1.2.schema.json")
+    return minor(schema) == 3
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +194,8 @@ def _per_kind(schema):
 
 
 def test_kinds_match_reader(schema):
-    kinds = [k for k in KINDS if newest(schema) or KINDS[k].shape != "pair"]     # attention-distance: format 1.2
+    since = {"pair": 2, "output": 3}                # attention-distance: format 1.2; attention-output-distance: 1.3
+    kinds = [k for k in KINDS if minor(schema) >= since.get(KINDS[k].shape, 0)]
     assert schema["properties"]["kind"]["enum"] == kinds
     assert list(_per_kind(schema)) == kinds
 
@@ -241,8 +247,8 @@ def test_instance_is_constrained_per_kind(schema):
     assert schema["properties"]["instance"]["type"] == "object"
     assert "$ref" not in schema["properties"]["instance"]
     for kind, then in _per_kind(schema).items():
-        want = {"lower-lattice": "#/$defs/instance-lattice",
-                "attention-distance": "#/$defs/instance-distance"}.get(kind, "#/$defs/instance")
+        want = {"lower-lattice": "#/$defs/instance-lattice", "attention-distance": "#/$defs/instance-distance",
+                "attention-output-distance": "#/$defs/instance-output"}.get(kind, "#/$defs/instance")
         assert then["properties"]["instance"] == {"$ref": want}, kind
 
 

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from .. import synthetic
 from ..errors import UserError
-from ..head import Head
+from ..head import Head, RowMask
 from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, tag
 from ..outputs import FolderLock, write_atomic
 from ..search import writer
@@ -42,15 +42,16 @@ SYNTH = re.compile(r"^(?P<family>[a-z-]+)(?::(?P<params>.*))?$")
 
 
 def parse_synthetic(spec):
-    """'gaussian:n=64,d=8,beta=2,seed=0' -> the synthetic Head (named by its parameters)."""
+    """'gaussian:n=64,d=8,beta=2,seed=0' -> the synthetic Head (named by its parameters); mask=causal
+    gives it a causal row mask (query i at position i + N - n: a decoder's head, for KV-cache methods)."""
     m = SYNTH.match(spec.strip())
     if not m or m["family"] not in synthetic.FAMILIES:
         raise CertifyError(f"--synthetic {spec!r}: family must be one of {', '.join(synthetic.FAMILIES)} "
                            f"(e.g. gaussian:n=64,d=8,beta=2,seed=0)")
     p = {"n": "64", "d": "8", "beta": "1", "seed": "0"}
     for kv in filter(None, (m["params"] or "").split(",")):
-        if "=" not in kv or kv.split("=")[0].strip() not in ("n", "N", "d", "beta", "seed"):
-            raise CertifyError(f"--synthetic {spec!r}: {kv!r} is not one of n=, N=, d=, beta=, seed=")
+        if "=" not in kv or kv.split("=")[0].strip() not in ("n", "N", "d", "beta", "seed", "mask"):
+            raise CertifyError(f"--synthetic {spec!r}: {kv!r} is not one of n=, N=, d=, beta=, seed=, mask=")
         k, v = kv.split("=", 1)
         p[k.strip()] = v.strip()
     try:
@@ -59,10 +60,13 @@ def parse_synthetic(spec):
     except ValueError:
         raise CertifyError(f"--synthetic {spec!r}: n, N, d, seed must be integers") from None
     beta = exact(p["beta"], f"--synthetic {spec!r}: beta")
+    if p.get("mask", "causal") != "causal":
+        raise CertifyError(f"--synthetic {spec!r}: mask={p['mask']!r} (the one mask spelled here is mask=causal)")
     if min(n, d, N or 1) < 1 or n > SYNTHETIC_MAX or (N or 0) > SYNTHETIC_MAX or beta < 0:
         raise CertifyError(f"--synthetic {spec!r}: need 1 <= n, N <= {SYNTHETIC_MAX}, d >= 1, beta >= 0")
     name = f"{m['family']}-n{n}" + (f"-N{N}" if N else "") + f"-d{d}-beta{tag(beta)}-seed{seed}"
-    return synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed, name=name)
+    h = synthetic.head(m["family"], n, d, beta=beta, N=N, seed=seed, name=name + "-causal" * ("mask" in p))
+    return h.replace(mask=RowMask(h.N - h.n)) if "mask" in p else h
 
 
 # ---------------------------------------------------------------- one head

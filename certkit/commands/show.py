@@ -48,7 +48,7 @@ def run(args):
             print(f"{who}beta".ljust(11) + f" {json.dumps(x.get('beta'))}")
             print(f"{who}queries".ljust(11) + f" {shape(x.get('queries'))}")
             print(f"{who}keys".ljust(11) + f" {shape(x.get('keys'))}")
-            for k in ("column_weights", "logit_bias"):
+            for k in ("column_weights", "logit_bias", "values", "projection"):
                 if k in x:
                     print(f"{who}{k}".ljust(11) + f" {shape(x[k])}")
             if "row_mask" in x:

@@ -1,16 +1,41 @@
 """The one door into the kernel: check(path) -> Verdict.  Reads a format-1.x certificate, recomputes
-every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED."""
+every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED.
+The kinds table KINDS: per certificate kind its relation, the lemmas a VERIFIED rests on (the certificate's
+"assumptions", exactly), its rule, instance shape and enclosure text (adding a kind: CONTRIBUTING.md)."""
 import os
+from collections import namedtuple
 
 import numpy as np
 
-from .common import AUTO_ARB
+from . import rule_chain, rule_lattice, rule_lower, rule_upper
 from .fp import check_environment, FPEnvironmentError
-from .kinds import KINDS, ROUTE_ENCLOSURES, Kind
 from .load import read_json, header, claim as read_claim, instance as read_instance, Claim
-from .verdict import Verdict, Malformed, Unsupported, Rejected
+from .load import Verdict, Malformed, Unsupported, Rejected
+from .rows import AUTO_ARB
 
-CHECKER = "certkit-kernel 1.2"
+# rule(inst, claim, witness, base_dir, route, choices) -> details ("matrix"; "pair": with a replacement, the claim a
+# distance; "output": with values too, an output distance) or rule(instance, claim, witness) -> (details, beta text)
+# ("parametric"); enclosure None: the route's
+Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
+
+ROUTE_ENCLOSURES = {"auto": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp; arb balls where fast is open)",
+                    "fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
+                    "arb": "softmax-enclosure(arb balls)"}
+KINDS = {k.name: k for k in (
+    Kind("upper-factorization", "<=", ("factor-rank",), rule_upper.check_factorization, "matrix", None),
+    Kind("upper-covering", "<=", ("cover-rank",), rule_upper.check_covering, "matrix", None),
+    Kind("lower-decoding-margin", ">=", ("decode-margin",), rule_lower.check_margin, "matrix", None),
+    Kind("lower-decoding-inverse-norm", ">=", ("decode-inverse-norm",), rule_lower.check_inverse_norm,
+         "matrix", None),
+    Kind("lower-frobenius-tail", ">=", ("frobenius-tail", "verified-svd"), rule_lower.check_frobenius, "matrix", None),
+    Kind("upper-chain", "<=", ("chain-rule", "cited-covering-densities"), rule_chain.check, "matrix",
+         "chain-rule(fp-rounding upper bounds, arb chain)"),
+    Kind("attention-distance", "<=", ("attention-distance",), rule_upper.check_distance, "pair", None),
+    Kind("attention-output-distance", "<=", ("attention-output-distance",), rule_upper.check_output, "output", None),
+    Kind("lower-lattice", ">=", ("lattice-construction",), rule_lattice.check, "parametric",
+         "lattice-construction(arb theta bounds, exact counts)"),
+)}
+CHECKER = "certkit-kernel 1.3"
 DEFAULT_ROUTE = "auto"      # the route of check(), `certkit verify`, the API and batch unless one is asked for
 ROUTES = tuple(ROUTE_ENCLOSURES)
 
@@ -27,9 +52,9 @@ class TimeLimit(BaseException):
 
 def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None,
           data: bytes | None = None) -> Verdict:
-    """Verdict for the certificate file at path (data: its bytes, read from stdin: no folder, no sidecar).  route "auto": upper bounds, fast, then Arb on the rows it leaves
-    open (common.max_row_bound); lower bounds, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route
-    is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
+    """Verdict for the certificate file at path (data: its bytes, read from stdin: no folder, no sidecar).  route
+    "auto": upper bounds, fast, then Arb on the rows it leaves open (max_row_bound); lower bounds and output
+    distances, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
     float choices the kernel bounds but never makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) ->
     (U, s, Vt) with s non-increasing, e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
     if route not in ROUTES:
@@ -43,8 +68,8 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: obj
             details, beta_text = kind.rule(doc["instance"], c, doc["witness"])
         else:
             base = os.path.dirname(os.path.abspath(path)) if data is None else None
-            inst = read_instance(doc, base, kind.shape == "pair")
-            lower = route == "auto" and kind.relation == ">="     # lower bounds: fast, then Arb on the whole
+            inst = read_instance(doc, base, kind.shape)
+            lower = route == "auto" and (kind.relation == ">=" or kind.shape == "output")   # fast, then Arb on all
             with np.errstate(all="ignore"):
                 try:
                     details = kind.rule(inst, c, doc["witness"], base, "fast" if lower else route, choices)

@@ -1,30 +1,75 @@
-"""Strict reading of certificate formats 1.0, 1.1 (row masks) and 1.2 (sinks, replacement): JSON, version gate, numerals, arrays,
-sidecars.  Anything not exactly as the format says is Malformed(JSON path, what); a version or kind
-this checker does not read is Unsupported.  Sidecars: sha256-pinned .npy (never pickle); safetensors
-sidecars are Unsupported."""
+"""The verdicts, the kernel's user-facing contract, and the strict reading of certificate formats 1.0, 1.1 (row
+masks), 1.2 (sinks, replacement) and 1.3 (values, output distances).
+
+Verdicts: VERIFIED / REJECTED / MALFORMED / UNSUPPORTED, exit codes 0/1/2/3; 4 is an internal error (a kernel bug),
+never reported as REJECTED.  Only kernel.check() builds a VERIFIED Verdict.
+Reading: JSON, version gate, numerals, arrays, sidecars.  Anything not exactly as the format says is
+Malformed(JSON path, what); a version or kind this checker does not read is Unsupported.  Sidecars: sha256-pinned
+.npy (never pickle); safetensors sidecars are Unsupported."""
 import hashlib
 import io
 import re
 import json
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import flint
 import numpy as np
 
 from .fp import arb_of, arb_up, arb_to_fraction_lower, arb_to_fraction_upper
-from .verdict import Malformed, Unsupported
 
 FORMAT = "certkit-certificate"
-VERSION = (1, 2)
+VERSION = (1, 3)
 MAX_FILE = 1 << 26            # 64 MiB of JSON
 MAX_SIDECAR = 1 << 32         # 4 GiB per array
 MAX_INLINE = 1 << 20          # inline array entries
 DTYPES = {"float64": np.float64, "float32": np.float32, "int64": np.int64, "int32": np.int32}
 
 
+# ---------------------------------------------------------------- verdicts
+EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3, "INTERNAL-ERROR": 4}
+
+
+class Malformed(Exception):
+    """The certificate is not a well-formed format-1.0 document: JSON path + what is wrong."""
+    status = "MALFORMED"
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(f"{path}: {what}")
+        self.path, self.what = path, what
+
+
+class Unsupported(Exception):
+    """A well-formed document this checker does not read (version, kind) or, with a message starting
+    "resource limit", cannot decide within its limits (memory, time)."""
+    status = "UNSUPPORTED"
+
+
+class Rejected(Exception):
+    """A recomputed enclosure does not certainly support the claim: step/rule + both numbers."""
+    status = "REJECTED"
+
+    def __init__(self, step: str, detail: str) -> None:
+        super().__init__(f"{step}: {detail}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str            # one of EXIT's keys
+    message: str           # canonical claim (VERIFIED) or the located reason
+    details: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT[self.status]
+
+    def line(self) -> str:
+        return f"{self.status:<11} {self.message}"
+
+
+# ---------------------------------------------------------------- JSON
 def _no_dupes(pairs):
     out = {}
     for k, v in pairs:
@@ -115,23 +160,34 @@ class Claim:
     bound: int              # 0 for a distance claim
     eps: Fraction
     text: str               # the canonical claim
+    norm: str = "1"         # a distance's row norm: "1" (attention-distance), "inf" or "2" (an output distance)
+    relative: bool = False  # an output distance relative to ||(A V W)_i||
+
+
+OUTPUT = [f"max_row_{r}output_distance_{p}" for r in ("", "relative_") for p in ("inf", "2")]
 
 
 def claim(doc, kind):
-    """The claim of a document of kind (a kinds-table row): r_eps, or for a "pair" kind the max row-l1 distance."""
-    q = "max_row_l1_distance" if kind.shape == "pair" else "r_eps"
-    c = obj(doc["claim"], "$.claim", ["quantity", "relation"] + ["bound"] * (q == "r_eps") + ["eps"])
-    if c["quantity"] != q:
-        raise Malformed("$.claim.quantity", f"expected {q!r}, got {c['quantity']!r:.60}")
+    """The claim of a document of kind (a kinds-table row): r_eps; for a "pair" kind the max row-l1 distance; for an
+    "output" kind (1.3) the max row norm (_inf or _2) of A V W - A' V' W, or (relative_) that over ||(A V W)_i||."""
+    qs = {"pair": ["max_row_l1_distance"], "output": OUTPUT}.get(kind.shape, ["r_eps"])
+    c = obj(doc["claim"], "$.claim", ["quantity", "relation"] + ["bound"] * (qs == ["r_eps"]) + ["eps"])
+    if c["quantity"] not in qs:
+        raise Malformed("$.claim.quantity", f"expected {' or '.join(map(repr, qs))}, got {c['quantity']!r:.60}")
     if c["relation"] != kind.relation:
         raise Malformed("$.claim.relation", f"kind {kind.name} proves {kind.relation!r}, got {c['relation']!r:.60}")
+    q = c["quantity"]
     bound = parse_int(c["bound"], "$.claim.bound", lo=0) if q == "r_eps" else 0
-    eps, top = parse_numeral(c["eps"], "$.claim.eps"), (1 if q == "r_eps" else 2)
+    eps, top = parse_numeral(c["eps"], "$.claim.eps"), {"r_eps": 1, "max_row_l1_distance": 2}.get(q, 2 ** 64)
     if not 0 < eps < top:
         raise Malformed("$.claim.eps", f"eps must lie in (0, {top}), got {eps}")
     a = doc["assumptions"]
     if not isinstance(a, list) or not all(isinstance(x, str) for x in a) or sorted(a) != sorted(kind.lemmas):
         raise Malformed("$.assumptions", f"kind {kind.name} relies on exactly {list(kind.lemmas)}, got {a!r:.120}")
+    if q in OUTPUT:
+        p, rel = q.rsplit("_", 1)[1], "relative" in q
+        text = f"max_i ||(A V W - A' V' W)_i||_{p}{f' / ||(A V W)_i||_{p}' * rel} <= {eps}"
+        return Claim("<=", 0, eps, text, p, rel)
     return Claim(kind.relation, bound, eps, f"r_eps(A) {kind.relation} {bound} at eps = {eps}" if q == "r_eps"
                  else f"max_i ||A_i - A'_i||_1 <= {eps}")
 
@@ -349,6 +405,8 @@ class Instance:
     bias: np.ndarray | None
     mask: tuple | None = None
     replacement: "Instance | None" = None
+    values: np.ndarray | None = None        # V (N x d_v), output kinds (1.3)
+    projection: np.ndarray | None = None    # W (d_v x d_out), optional, output kinds
 
     def __post_init__(self):
         """n queries, N keys; kept: the indices of the kept columns (None: all, no weights)."""
@@ -356,26 +414,37 @@ class Instance:
         self.kept = None if self.weights is None else np.flatnonzero(self.weights > 0)
 
 
-def instance(doc: dict, base_dir: str | None, pair: bool = False) -> "Instance":
-    """The certificate's instance; for a "pair" kind (format 1.2) with its replacement, of the same n x N."""
-    minor, path = int(doc["version"].split(".")[1]), "$.instance.replacement"
-    if pair and minor < 2:
-        raise Malformed("$.version", f"a replacement needs format 1.2, got {doc['version']}")
-    inst = read_head(doc["instance"], "$.instance", base_dir, minor, ["replacement"] * pair)
-    r = inst.replacement = read_head(doc["instance"]["replacement"], path, base_dir, minor) if pair else None
-    if r is not None and (r.n, r.N) != (inst.n, inst.N):
+def instance(doc: dict, base_dir: str | None, shape: str = "matrix") -> "Instance":
+    """The certificate's instance; a "pair" kind (1.2) with its replacement, of the same n x N; an "output" kind (1.3)
+    with values V (N x d_v) and an optional projection W (d_v x d_out), its replacement with values V' (N' x d_v)."""
+    minor, path, out = int(doc["version"].split(".")[1]), "$.instance.replacement", shape == "output"
+    if shape != "matrix" and minor < 2 + out:
+        raise Malformed("$.version", f"a replacement needs format 1.{2 + out}, got {doc['version']}")
+    x, pair = doc["instance"], shape != "matrix"
+    inst = read_head(x, "$.instance", base_dir, minor, ["replacement"] * pair, (None,) if out else None, out)
+    dv = inst.values.shape[1:] if out else None
+    r = inst.replacement = read_head(x["replacement"], path, base_dir, minor, (), dv) if pair else None
+    if r is not None and (r.n != inst.n or (r.N != inst.N and not out)):
         raise Malformed(path, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
     return inst
 
 
-def read_head(x, path, base_dir, minor, required=()):
-    """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1)."""
-    x = obj(x, path, ["beta", "queries", "keys", *required], ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1))
+def read_head(x, path, base_dir, minor, required=(), values=None, projection=False):
+    """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1); values (N x values) and
+    a projection (1.3, output kinds), entries at most 2^64."""
+    x = obj(x, path, ["beta", "queries", "keys", *required] + ["values"] * (values is not None),
+            ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1) + ["projection"] * projection)
     get = lambda k, shape: array(x[k], f"{path}.{k}", base_dir, shape) if k in x else None
     Q = array(x["queries"], f"{path}.queries", base_dir, (None, None))
     K = array(x["keys"], f"{path}.keys", base_dir, (None, Q.shape[1]))
-    return make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)), get("logit_bias", (Q.shape[0], K.shape[0])),
-                         x.get("row_mask"), path, minor)
+    inst = make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)),
+                         get("logit_bias", (Q.shape[0], K.shape[0])), x.get("row_mask"), path, minor)
+    if values is not None:
+        inst.values = get("values", (K.shape[0], *values))
+        inst.projection = get("projection", (inst.values.shape[1], None))
+        if any(np.max(np.abs(a)) > 2.0 ** 64 for a in (inst.values, inst.projection) if a is not None):
+            raise Malformed(path, "value or projection entries larger than 2^64")
+    return inst
 
 
 def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None, bias: np.ndarray | None = None,

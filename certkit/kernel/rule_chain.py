@@ -19,33 +19,19 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .common import finite
-from .fp import U, ETA, gamma, inflate, float_up, fro_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
-from .load import array, obj, Instance
-from .verdict import Malformed, Rejected, Unsupported
+from .fp import U, inflate, float_up, fro_up, norms_up, prod_up, arb_of, arb_to_fraction_upper, arb_to_fraction_lower
+from .load import array, obj, Instance, Malformed, Rejected, Unsupported
+from .rows import finite
 
 FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_query_centre",
           "complement_query_centre"]
-
-
-def _prod(X, A):
-    """(Y, E): Y = fl(X A) and E >= |Y - X A| entrywise, X and A exact (TRUST.md assumption 2)."""
-    k = X.shape[1]
-    S = inflate(np.abs(X) @ np.abs(A), 2 * k)
-    return X @ A, inflate(gamma(k) * S + k * ETA, 3)
-
-
-def _norms_up(D, ops=1):
-    """Upper bounds of the exact row norms of D's rows, D = fl(exact) with <= ops roundings."""
-    s = D.shape[1]
-    return inflate(np.sqrt(inflate(np.einsum("ij,ij->i", D, D), 2 * s + ops)), 2)
 
 
 def _radius_up(P, E, c):
     """max_i |p_i - c| for exact p_i with |p_i - P_i| <= E_i (entrywise)."""
     if P.shape[1] == 0:
         return 0.0
-    return float(inflate(np.max(_norms_up(P - c) + _norms_up(E, 0)), 1))
+    return float(inflate(np.max(norms_up(P - c) + norms_up(E, 0)), 1))
 
 
 def _diameter_up(P, E):
@@ -55,15 +41,15 @@ def _diameter_up(P, E):
     best, block = 0.0, max(1, (1 << 22) // P.size)
     for j0 in range(0, P.shape[0], block):
         D = (P[j0:j0 + block, None, :] - P[None, :, :]).reshape(-1, P.shape[1])
-        best = max(best, float(np.max(_norms_up(D))))
-    return float(inflate(best + 2 * float(np.max(_norms_up(E, 0))), 2))
+        best = max(best, float(np.max(norms_up(D))))
+    return float(inflate(best + 2 * float(np.max(norms_up(E, 0))), 2))
 
 
 def _complement(X, P, EP, F):
     """Rows of X (I - F F^T), X exact, P = fl(X F) with error EP: (Y, E), E >= |Y - exact| entrywise."""
     if F.shape[1] == 0:
         return X, np.zeros_like(X)
-    Z, EZ = _prod(P, F.T)
+    Z, EZ = prod_up(P, F.T)
     Y = X - Z
     return Y, inflate(inflate(EZ + EP @ np.abs(F.T), 2 * F.shape[1] + 2) + 2 * U * np.abs(Y), 3)
 
@@ -91,8 +77,8 @@ def geometry(inst: Instance, W: np.ndarray, c: np.ndarray, e: np.ndarray, E: np.
     K = inst.K if inst.kept is None else inst.K[inst.kept]
     Q, F = inst.Q, np.hstack([W, E])
     r = W.shape[1]
-    Pq, EPq = _prod(Q, F)
-    Pk, EPk = _prod(K, F)
+    Pq, EPq = prod_up(Q, F)
+    Pk, EPk = prod_up(K, F)
     g = {"r": r, "rho_Q": _radius_up(Pq[:, :r], EPq[:, :r], c), "rho_K": _radius_up(Pk[:, :r], EPk[:, :r], e)}
     delta = [_radius_up(Pq[:, r:], EPq[:, r:], c1)] if E.shape[1] else []
     omega = [_diameter_up(Pk[:, r:], EPk[:, r:])] if E.shape[1] else []
@@ -102,11 +88,11 @@ def geometry(inst: Instance, W: np.ndarray, c: np.ndarray, e: np.ndarray, E: np.
     omega.append(_diameter_up(Mk, EMk))
     ortho = 0.0
     if F.shape[1]:
-        G, EG = _prod(F.T, F)
+        G, EG = prod_up(F.T, F)
         D = np.eye(F.shape[1]) - G
         defect = inflate(fro_up(D) * (1 + 2 * U) + fro_up(EG), 3)        # >= ||I - F^T F||_F
-        fq = np.max(_norms_up(Pq) + _norms_up(EPq, 0))
-        fk = np.max(_norms_up(Pk) + _norms_up(EPk, 0))
+        fq = np.max(norms_up(Pq) + norms_up(EPq, 0))
+        fk = np.max(norms_up(Pk) + norms_up(EPk, 0))
         ortho = float(inflate(2 * fq * defect * fk, 4))
     osc_bias = 0.0
     if inst.bias is not None:

@@ -22,8 +22,7 @@ import flint
 import numpy as np
 
 from .fp import arb_of, arb_up, arb_down, arb_to_fraction_lower, arb_to_fraction_upper
-from .load import obj, string, parse_numeral, parse_int
-from .verdict import Malformed, Rejected, Unsupported
+from .load import obj, string, parse_numeral, parse_int, Malformed, Rejected, Unsupported
 
 PREC = 192
 TERMS = 60                      # theta truncation (mu >= 1/4: tail < e^{-460})

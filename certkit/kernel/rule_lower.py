@@ -1,34 +1,29 @@
 """Lower-bound rules (docs/mathematics.md §8), each reading a contraction of A through the row enclosures.
 
 Setting: message rows i_1..i_M, a decoder G (N x M, sum_b |G_jb| <= 1 per column j; cells are indicator columns),
-T_A = (A_{i_a} G)_{a,b}.  For any B with max_i ||A_i - B_i||_1 <= eps, T_B - T_A has every row l1 norm <= eps.
+T_A = (A_{i_a} G)_{a,b}; any B with max_i ||A_i - B_i||_1 <= eps has rows of T_B - T_A of l1 norm <= eps.
 Enclosure: T^ = fl(m_msg G), ||T_A[a] - T^[a]||_1 <= e_a := rho_{i_a} + (rounding of the product).
+Final comparisons are exact (Fractions or Arb); the float matrices the oracle chooses are bounded, so any is sound.
 
-* lower-decoding-margin (Lemma 8.1, proofs/decode-margin.md): if for every a
-  margin_a = T_A[a,a] - sum_{b != a} |T_A[a,b]| > eps, then rank B >= M, so r_eps(A) >= M;
-  margin_a(T_A) >= margin_a(T^) - e_a.
-* lower-decoding-inverse-norm (Lemma 8.2, proofs/decode-inverse-norm.md): if T_A is invertible and
-  eps ||T_A^{-1}||_inf < 1 then r_eps(A) >= M.  With any X: alpha = ||I - X T_A||_inf < 1 gives
-  ||T_A^{-1}||_inf <= ||X||_inf / (1 - alpha); ||I - X T_A|| <= ||I - X T^|| + ||X|| max_a e_a.  X = the oracle's
-  float inverse of T^ (check()'s choices: floats choose, any X is sound).  Witness: messages and cells or decoder.
-* lower-frobenius-tail (Lemma 8.3, proofs/frobenius-tail.md): C = S A G (S selects n' rows, G a decoder, default
-  all rows and G = I).  If rank B <= M - 1 then tail_M(C) := sum_{l >= M} sigma_l(C)^2 <= n' eps^2, so
-  tail_M(C) > n' eps^2 gives r_eps(A) >= M.  C^ = fl(m_S G) with ||C - C^||_F <= D := sqrt(sum_a e_a^2) (row l2 <=
-  row l1); sqrt(tail_M(C)) >= sqrt(tail_M(C^)) - D; tail_M(C^) >= ||C^||_F^2 (lower bound) - sum_{l<M}
-  sigma_l^up(C^)^2 with verified singular values (singular_value_bounds, proofs/verified-svd.md, docs/numerics.md
-  §4; 2-norms bounded by Frobenius norms) from the oracle's float SVD of C^ (any SVD is sound).  Decided in Arb.
-  Witness: optional rows, optional cells/decoder.
-Final comparisons are exact (Fractions or Arb).
+* lower-decoding-margin (Lemma 8.1, proofs/decode-margin.md): margin_a = T_A[a,a] - sum_{b != a} |T_A[a,b]| > eps
+  for every a gives r_eps(A) >= M; margin_a(T_A) >= margin_a(T^) - e_a.  Witness: messages, cells or decoder.
+* lower-decoding-inverse-norm (Lemma 8.2, proofs/decode-inverse-norm.md): eps ||T_A^{-1}||_inf < 1 gives
+  r_eps(A) >= M; with the oracle's X ~ T^^-1, alpha = ||I - X T_A||_inf <= ||I - X T^|| + ||X|| max_a e_a < 1 gives
+  ||T_A^{-1}||_inf <= ||X||_inf / (1 - alpha).  Witness: as above.
+* lower-frobenius-tail (Lemma 8.3, proofs/frobenius-tail.md): C = S A G (S selects n' rows; default all rows, G = I);
+  tail_M(C) := sum_{l >= M} sigma_l(C)^2 > n' eps^2 gives r_eps(A) >= M.  With D := sqrt(sum_a e_a^2) >=
+  ||C - C^||_F, sqrt(tail_M(C)) >= sqrt(||C^||_F^2 (lower) - sum_{l<M} sigma_l^up(C^)^2) - D, the singular values
+  verified from the oracle's float SVD (singular_value_bounds, proofs/verified-svd.md).  Witness: rows, cells or
+  decoder, all optional.
 """
 from fractions import Fraction
 
 import flint
 import numpy as np
 
-from .common import Decoder, choose, enclose_all, indices, finite
 from .fp import U as u, ETA, gamma, inflate, sum_up, fro_up, arb_of, arb_up, arb_down
-from .load import obj
-from .verdict import Rejected
+from .load import obj, Rejected
+from .rows import Decoder, choose, enclose_all, indices, finite
 
 
 def _contraction(inst, claim, witness, base_dir, route, name):

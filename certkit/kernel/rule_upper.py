@@ -1,30 +1,32 @@
 """Rules bounding max_i ||A_i - B_i||_1 <= eps from the row enclosures ||A_i - m_i||_1 <= rho_i, fast (float sums,
-common.row_distance) or in Arb from the rows' balls (route arb, and auto on the rows fast leaves open;
-common.max_row_bound):
+row_distance) or in Arb from the rows' balls (route arb, and auto on the rows fast leaves open;
+max_row_bound):
 
-* upper-factorization (proofs/factor-rank.md, docs/mathematics.md §9.1): B = U V^T exactly (the stored binary64
-  factors, U: n x k, V: N x k) gives r_eps(A) <= k.  Fast: ||A_i - B_i||_1 <= ||m_i - B^_i||_1 + rho_i with
-  B^ = fl(U V^T), |B^ - B| <= gamma_k |U||V|^T + k eta (row sums gamma_k (|U| (|V|^T 1))_i + N k eta), the float
-  sum bounded by sum_up; arb: B = U V^T an Arb product of the floats.  Witness: U, V.
+* upper-factorization (proofs/factor-rank.md, docs/mathematics.md §9.1): B = U V^T exactly (witness U: n x k,
+  V: N x k) gives r_eps(A) <= k; fast: ||m_i - B^_i||_1 + rho_i, B^ = fl(U V^T), |B^ - B| <= gamma_k |U||V|^T + k eta;
+  arb: B an Arb product of the floats.
 * upper-covering (proofs/cover-rank.md, §9.2): representatives R and an assignment sigma(i) in R with
-  ||A_i - A_sigma(i)||_1 <= eps for all i give r_eps(A) <= |R| (B_i := A_sigma(i)): ||m_i - m_sigma(i)||_1 + rho_i
-  + rho_sigma(i).
+  ||A_i - A_sigma(i)||_1 <= eps for all i give r_eps(A) <= |R| (B_i := A_sigma(i)).
 * attention-distance (proofs/attention-distance.md, §10): max_i ||A_i - A'_i||_1 <= eps itself, A' the
   replacement's attention (the same n x N); witness {}.
+* attention-output-distance (format 1.3, proofs/attention-output-distance.md, §10.6): max_i ||D_i|| <= eps, D = A V W
+  - A' V' W (W = I without a projection; A', V' the replacement's, N' keys), in the row norm inf or 2, or relative to
+  ||(A V W)_i||: P = fl(V W), k a power of 2 above 2 max_j ||P_j||_1, so G = P / k is a decoder whose T^ = fl(m G)
+  gives k T^_i within k e_i + r (max |P - V W| + k eta) of (A V W)_i (r = 1, sqrt(d_out)); routes: the enclosures'.
 """
+import math
+
 import flint
 import numpy as np
 
-from .common import enclose_all, finite, indices, max_row_bound, row_distance, row_error_within
-from .fp import U as u, ETA, gamma, inflate, sum_up
-from .load import array, obj, Fraction, Instance
-from .rows import arb_l1, enclose
-from .verdict import Malformed, Rejected
+from .fp import U as u, ETA, gamma, inflate, norms_up, prod_up, sum_up
+from .load import array, obj, Fraction, Instance, Malformed, Rejected
+from .rows import Decoder, arb_l1, enclose, enclose_all, finite, indices, max_row_bound, row_distance, row_error_within
 
 
 def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps: Fraction | None = None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1, the row attaining it
-    (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
+    (max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
     Vt, vt = np.ascontiguousarray(V.T), [None]
     W, gk = inflate(sum_up(np.abs(Uf) * sum_up(np.abs(V), axis=0), axis=1), 2), gamma(max(k, 1))  # W >= (|U||V|^T 1)_i
@@ -78,7 +80,7 @@ def check_covering(inst, claim, witness, base_dir, route, choices):
 
 def max_row_distance(inst: Instance, other: Instance, route: str = "fast", eps: Fraction | None = None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - A'_i||_1 (A' from other) and the row
-    attaining it (common.max_row_bound; eps: the claim, where route auto and arb stop)."""
+    attaining it (max_row_bound; eps: the claim, where route auto and arb stop)."""
     blocks = enclose(other, None, "fast")               # the same rows in the same blocks as inst's
 
     def fast_bound(idx, m, rho):
@@ -92,3 +94,29 @@ def check_distance(inst, claim, witness, base_dir, route, choices):
     worst, used = row_error_within(max_row_distance(inst, inst.replacement, route, claim.eps), claim.eps,
                                    "attention-distance/row-distance", "A'_i")
     return {"certified_max_row_distance": worst, "route": used}
+
+
+def _row_norms(X, norm, down=False):
+    """Upper bounds of the row norms of the exact matrix fl(X) rounds (one rounding), or down: lower bounds of X's."""
+    if norm == "inf":
+        return np.max(np.abs(X), axis=1) * (1 if down else 1 + 2 * u)
+    return np.sqrt(np.sum(X * X, axis=1)) * (1 - 3 * gamma(X.shape[1] + 2)) - 2.0 ** -490 if down else norms_up(X)
+
+
+def check_output(inst, claim, witness, base_dir, route, choices):
+    obj(witness, "$.witness", [])
+    norm, W, T, err = claim.norm, inst.projection, [], []
+    r = 1.0 if norm == "inf" else float(np.sqrt(inst.values.shape[1] if W is None else W.shape[1])) * (1 + 2 * u)
+    for h in (inst, inst.replacement):
+        P, E = (h.values, np.zeros(1)) if W is None else prod_up(h.values, W)
+        k = 2.0 ** (1 + math.frexp(float(np.max(sum_up(np.abs(P), axis=1))))[1])
+        _, Th, e = enclose_all(h, None, route, Decoder({"decoder": P / k}, "$.instance.values", None, h.N))
+        T.append(Th * k)
+        err.append(inflate(k * e + r * (float(np.max(E)) + k * ETA), 4))
+    up = inflate(_row_norms(T[0] - T[1], norm) + err[0] + err[1], 2)
+    if claim.relative:
+        lo = (_row_norms(T[0], norm, down=True) - err[0]) * (1 - 4 * u)            # rounded down; <= 0: unknown
+        up = np.where(lo > 0, inflate(up / np.where(lo > 0, lo, 1.0), 1), np.inf)
+    worst, _ = row_error_within((float(np.max(up)), int(np.argmax(up)), route), claim.eps,
+                                "attention-output-distance/row-norm", "A'_i V' W")
+    return {"certified_max_row_output_distance": worst, "norm": norm, "relative": claim.relative}

@@ -15,8 +15,8 @@ from ..outputs import write_atomic, write_json
 
 INLINE_LIMIT = 4096
 # The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
-# sinks or a replacement, so that older readers keep reading everything else.
-VERSION, MASK_VERSION, PAIR_VERSION = "1.0", "1.1", "1.2"
+# sinks or a replacement, 1.3 only for an output distance, so that older readers keep reading everything else.
+VERSION, MASK_VERSION, PAIR_VERSION, OUTPUT_VERSION = "1.0", "1.1", "1.2", "1.3"
 
 
 def version_of(*heads):
@@ -90,19 +90,30 @@ def instance_json(w, head, prefix=""):
 
 
 def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT,
-                shared=False, replacement=None):
+                shared=False, replacement=None, output=None):
     """Write a certificate of kind (a kinds-table name) claiming r_eps(A) <relation> bound for head
     (a certkit.Head), or, with a replacement head (kind attention-distance, bound unused),
-    max_i ||A_i - A'_i||_1 <= eps.  witness_arrays: {field: (array, "float" | "int")}.
-    inline_limit, shared: see CertificateWriter.  Returns the path."""
+    max_i ||A_i - A'_i||_1 <= eps.  output (kind attention-output-distance, format 1.3): a dict with
+    values V, replacement_values V', projection W or None, norm ("inf" | "2") and relative (bool):
+    the claim max_i ||(A V W - A' V' W)_i|| (/ ||(A V W)_i||) <= eps.
+    witness_arrays: {field: (array, "float" | "int")}.  inline_limit, shared: see CertificateWriter.  Returns the path."""
     w = CertificateWriter(path, inline_limit, shared)
     claim = {"quantity": "r_eps", "relation": KINDS[kind].relation, "bound": str(int(bound)), "eps": numeral(Fraction(eps))}
     inst = instance_json(w, head)
+    version = version_of(*(h for h in (head, replacement) if h is not None))
     if replacement is not None:
         claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
         inst["replacement"] = instance_json(w, replacement, "replacement.")
+    if output is not None:
+        quantity = f"max_row_{'relative_' * bool(output['relative'])}output_distance_{output['norm']}"
+        claim = {"quantity": quantity, "relation": "<=", "eps": claim["eps"]}
+        inst["values"] = w.array("values", output["values"])
+        inst["replacement"]["values"] = w.array("replacement.values", output["replacement_values"])
+        if output.get("projection") is not None:
+            inst["projection"] = w.array("projection", output["projection"])
+        version = OUTPUT_VERSION
     doc = {
-        "format": FORMAT, "version": version_of(*(h for h in (head, replacement) if h is not None)), "kind": kind,
+        "format": FORMAT, "version": version, "kind": kind,
         "claim": claim,
         "instance": inst,
         "witness": {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()},

@@ -773,7 +773,7 @@ def build_unsupported(made):
     base = load(made["gauss-n24-factor"])
     for name, key, val, contains in [
         ("version-2.0", "version", "2.0", "format version 2.0"),
-        ("version-1.3", "version", "1.3", "format version 1.3"),
+        ("version-1.4", "version", "1.4", "format version 1.4"),
         ("version-0.9", "version", "0.9", "format version 0.9"),
         ("kind-upper-chain-v9", "kind", "upper-chain-v9", "certificate kind 'upper-chain-v9'"),
     ]:

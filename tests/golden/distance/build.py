@@ -66,6 +66,7 @@ def cases():
     keep = np.setdiff1d(np.arange(40), lightest(peaked, 8))
     return [
         ("gauss-n40-int8", gauss, compress.quantize(gauss, "int8")),
+        ("gauss-n40-kv-int8-fp8", gauss, compress.kv(gauss, "int8", "fp8_e5m2")),
         ("gauss-n40-int4", gauss, compress.quantize(gauss, "int4")),
         ("gauss-n40-fp8", gauss, compress.quantize(gauss, "fp8")),
         ("clustered-n40-lowrank-keys", clustered, compress.lowrank(clustered, 3)),

@@ -1,0 +1,153 @@
+"""Output distances (kind attention-output-distance, format 1.3; proofs/attention-output-distance.md):
+
+    max_i ||(A V W - A' V' W)_i|| <= eps   (row norm inf or 2; relative: over ||(A V W)_i||)
+
+judged against an independent 50-digit oracle (tests/distance_oracle.py, reading the certificate's
+numerals): on random heads, values, projections and replacements (other keys, other values, fewer
+keys, masks, weights) the kernel's certified bound lies above the truth and within 1.001 of it, a
+claim at truth (1 + 1e-6) is VERIFIED on the default route and a claim at truth (1 - 1e-9) never is.
+"""
+import json
+import pathlib
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+import certkit
+import distance_oracle as oracle
+from certkit.choices import check
+from certkit.head import Head, HeadError, RowMask
+from certkit.search.compare import certify_output_distance
+from certkit.search.writer import certificate
+
+CASES = 300
+
+
+def case(seed):
+    """A random (head, replacement) pair with values: sizes, temperature, masks, weights, projection,
+    which of K and V change and how much, and a replacement with fewer keys, all drawn from seed."""
+    rng = np.random.default_rng(seed)
+    n, d, dv = int(rng.integers(1, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    N = int(rng.integers(max(n, 1), 10))
+    beta = ["1/4", "1", "3", "1/sqrt(8)"][seed % 4]
+    Q, K, V = rng.standard_normal((n, d)), rng.standard_normal((N, d)), rng.standard_normal((N, dv))
+    mask = [None, RowMask(N - n), RowMask(N - n, 3, 1)][seed % 3]
+    weights = rng.integers(0, 3, N).astype(float) if seed % 5 == 0 else None
+    if weights is not None:
+        weights[0] = 1.0                                    # key 0 is visible to every row (mask or not), kept
+    W = rng.standard_normal((dv, int(rng.integers(1, 5)))) if seed % 2 else None
+    head = Head.from_arrays(Q, K, beta=beta, mask=mask, weights=weights, values=V, projection=W)
+    scale = 10.0 ** -float(rng.integers(1, 5))
+    K2 = K + scale * rng.standard_normal(K.shape) * (seed % 7 != 1)
+    V2 = V + scale * rng.standard_normal(V.shape) * (seed % 7 != 2)
+    if seed % 6 == 3 and N > n:                           # a replacement that keeps only the last n keys
+        keep = slice(N - n, N)
+        rep = Head.from_arrays(Q, K2[keep], beta=beta, values=V2[keep], mask=None if mask is None else RowMask(0))
+    else:
+        rep = Head.from_arrays(Q, K2, beta=beta, mask=mask, weights=weights, values=V2)
+    return head, rep, ["inf", "2"][seed % 2 == 0 and seed % 3 != 0], seed % 4 == 1
+
+
+def claim_at(tmp_path, head, rep, norm, relative, eps, name):
+    path = str(tmp_path / f"{name}.json")
+    certificate(path, "attention-output-distance", 0, eps, head, {}, replacement=rep,
+                output={"values": head.values, "replacement_values": rep.values, "projection": head.projection,
+                        "norm": norm, "relative": relative})
+    return path
+
+
+def test_three_hundred_random_claims_against_the_oracle(tmp_path):
+    checked = tight = 0
+    for seed in range(CASES):
+        head, rep, norm, relative = case(seed)
+        c = certify_output_distance(head, rep, norm, relative)
+        path = claim_at(tmp_path, head, rep, norm, relative, Fraction(1), "probe")
+        with open(path) as f:
+            t = oracle.output_truth(json.load(f))
+        if not mpmath.isfinite(t) or t < mpmath.mpf(2) ** -600:
+            continue                                     # nothing to bound (a zero output, identical heads)
+        checked += 1
+        bound = c.kernel_bound
+        assert bound is not None and mpmath.mpf(bound) >= t, (seed, bound, t)
+        if t > 1e-9:
+            tight += 1
+            assert mpmath.mpf(bound) <= t * (1 + 1e-3), (seed, bound, t)
+        above, below = (Fraction(str(mpmath.nstr(t * f, 40))) for f in (1 + mpmath.mpf("1e-6"), 1 - mpmath.mpf("1e-9")))
+        v = check(claim_at(tmp_path, head, rep, norm, relative, above, "above"))
+        assert v.status == "VERIFIED", (seed, v.message)
+        v = check(claim_at(tmp_path, head, rep, norm, relative, below, "below"))
+        assert v.status == "REJECTED", (seed, v.message)
+    assert checked >= 0.9 * CASES and tight >= 0.8 * CASES, (checked, tight)
+
+
+@pytest.mark.parametrize("route", ["fast", "arb"])
+def test_both_routes_bound_the_truth_from_above(tmp_path, route):
+    for seed in range(12):
+        head, rep, norm, relative = case(seed)
+        path = claim_at(tmp_path, head, rep, norm, relative, Fraction(2) ** 60, f"r{seed}")
+        v = check(path, route)
+        with open(path) as f:
+            t = oracle.output_truth(json.load(f))
+        if not mpmath.isfinite(t):
+            continue
+        assert v.status == "VERIFIED" and v.details["certified_max_row_output_distance"] >= t, (seed, v.message)
+
+
+def test_a_relative_claim_on_a_zero_output_row_is_not_verified(tmp_path):
+    """A row whose output A V W is 0 has no relative error: no claim about it can be VERIFIED."""
+    Q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    head = Head.from_arrays(Q, Q, beta=1, values=np.array([[1.0], [-1.0]]))
+    zero = Head.from_arrays(np.zeros((2, 2)), Q, beta=1, values=np.array([[1.0], [-1.0]]))   # uniform rows: 0
+    for h, r in ((zero, head), (zero, zero)):
+        v = check(claim_at(tmp_path, h, r, "inf", True, Fraction(1000), "zero"))
+        assert v.status == "REJECTED", v.message
+
+
+def test_the_api_compares_outputs_of_a_kv_cache():
+    rng = np.random.default_rng(0)
+    h = Head.from_arrays(rng.standard_normal((40, 32)), rng.standard_normal((40, 32)), beta="1/8", mask=RowMask(0),
+                         values=rng.standard_normal((40, 32)), projection=rng.standard_normal((32, 48)))
+    c = certkit.compare(h, "kv:q4_0", norm="2", relative=True)
+    assert isinstance(c, certkit.OutputComparison) and c.verdict.status == "VERIFIED"
+    assert c.estimate <= float(c.distance) <= c.estimate * 1.001 + 1e-12
+    assert c.certificate is not None and "/ ||(A V W)_i||_2 <=" in c.certificate.claim
+    with pytest.raises(certkit.UserError, match="norm"):
+        certkit.compare(h, "kv:q4_0", norm="1")
+    with pytest.raises(HeadError, match="values"):
+        certkit.compare(Head.from_arrays(h.queries, h.keys, beta="1/8"), "kv:q8_0", norm="inf")
+
+
+# ---------------------------------------------------------------- the golden corpus (tests/golden/output/build.py)
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "output"
+EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
+
+
+@pytest.mark.parametrize("route", ["fast", "arb", "auto"])
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_golden_output_distance(name, route):
+    v = check(str(GOLDEN / name), route)
+    assert v.status == EXPECTED[name]["verdict"], v.line()
+    assert EXPECTED[name]["contains"] in v.message, v.line()
+
+
+def test_the_golden_corpus_covers_every_verdict_and_every_quantity():
+    assert {e["verdict"] for e in EXPECTED.values()} == {"VERIFIED", "REJECTED", "MALFORMED", "UNSUPPORTED"}
+    quantities = {json.loads((GOLDEN / n).read_text())["claim"]["quantity"] for n, e in EXPECTED.items()
+                  if e["verdict"] == "VERIFIED"}
+    assert quantities == {f"max_row_{r}output_distance_{p}" for r in ("", "relative_") for p in ("inf", "2")}
+
+
+def test_the_format_1_3_schema_accepts_the_well_formed_files_and_refuses_the_structural_faults():
+    from jsonschema import Draft202012Validator
+    schema = json.loads((pathlib.Path(__file__).parents[1] / "certkit" / "format" / "certificate-1.3.schema.json").read_text())
+    v = Draft202012Validator(schema)
+    for name, e in EXPECTED.items():
+        doc = json.loads((GOLDEN / name).read_text())
+        if e["verdict"] in ("VERIFIED", "REJECTED"):
+            assert v.is_valid(doc), (name, next(v.iter_errors(doc)).message)
+    for name in ("version-1.2.json", "values-missing.json", "replacement-values-missing.json",
+                 "projection-in-replacement.json", "quantity-l1-distance.json", "quantity-norm-1.json",
+                 "claim-with-bound.json", "witness-not-empty.json", "assumptions-distance.json", "version-1.4.json"):
+        assert not v.is_valid(json.loads((GOLDEN / name).read_text())), name
