@@ -20,7 +20,8 @@ from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
 from .errors import UserError
-from .numbers import parse_budget, parse_distance, parse_eps, parse_eps_list, parse_output_eps
+from .numbers import (parse_budget, parse_distance, parse_eps, parse_eps_list, parse_jobs, parse_output_eps, parse_peers,
+                      parse_time_limit)
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
 from .threads import limited
 
@@ -69,11 +70,11 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
         from .search.sandwich import sandwich
     if not isinstance(head, Head):
         raise TypeError(f"certify: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
-    seconds = parse_budget(budget)
+    seconds, peers = parse_budget(budget), parse_peers(peers)
     if isinstance(eps, (list, tuple)):
         A, inst = head.attention(), head.instance()
         return [sandwich(head, e, peers, seed, attempts, A=A, inst=inst, budget=seconds) for e in parse_eps_list(eps)]
-    return sandwich(head, parse_eps(eps), tuple(peers), seed, attempts, budget=seconds)
+    return sandwich(head, parse_eps(eps), peers, seed, attempts, budget=seconds)
 
 
 @limited()
@@ -136,6 +137,7 @@ def verify(target: Target | list[Any] | tuple[Any, ...], route: str = DEFAULT_RO
     main thread).  jobs: a folder's certificates are checked in that many worker processes (the
     list keeps the sorted order; a script then needs the `if __name__ == "__main__":` guard of
     Python's "spawn" start method)."""
+    time_limit, jobs = parse_time_limit(time_limit), parse_jobs(jobs)
     if isinstance(target, Certificate):
         with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
             return check(target.save(os.path.join(tmp, "certificate.json")), route, time_limit)

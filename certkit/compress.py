@@ -332,9 +332,14 @@ def _items(rest: str) -> list[str]:
     return [m.strip(",") for m in re.findall(r"[a-z]+=[^=]*?(?=,[a-z]+=|$)", rest)] if rest else []
 
 
+MAX_PARAMETER = 1 << 24     # k, w, sinks, window, heavy: larger is a typo (and would overflow int64 arithmetic)
+
+
 def _int(val: str, part: str) -> int:
     if not re.fullmatch(r"\d+", val.strip()):
-        raise MethodError(f"--method {part!r}: {val!r} is not a non-negative integer")
+        raise MethodError(f"--method {part[:60]!r}: {val[:40]!r} is not a non-negative integer")
+    if len(val.strip()) > 9 or int(val) > MAX_PARAMETER:
+        raise MethodError(f"--method {part[:60]!r}: {val[:20]!r}{'...' * (len(val) > 20)} is larger than {MAX_PARAMETER}")
     return int(val)
 
 

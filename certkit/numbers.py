@@ -136,6 +136,50 @@ def parse_eps_list(x: Any, what: str = "--eps") -> list[Fraction]:
 MAX_BUDGET = 10 ** 9   # seconds (about 32 years): a larger budget is a typo
 
 
+PEER_NAMES = ("svd", "nystrom", "performer", "linformer")
+MAX_INDEX = 1 << 20        # the largest index a range may name (layers, heads, tokens, keys): checked before expanding
+MAX_JOBS = 1024
+
+
+def parse_peers(x: object, what: str = "peers") -> tuple[str, ...]:
+    """Peer names: "none", "svd,nystrom", a name, or a list of names among PEER_NAMES (CLI and API alike)."""
+    if isinstance(x, str):
+        x = [] if x.strip() == "none" else [p.strip() for p in x.split(",") if p.strip()]
+    try:
+        names = tuple(x)  # type: ignore[arg-type]
+    except TypeError:
+        raise UserError(f"{what}: expected peer names among {', '.join(PEER_NAMES)}, got {x!r:.60}") from None
+    for p in names:
+        if p not in PEER_NAMES:
+            raise UserError(f"{what}: unknown peer {p!r:.60} (choose from {', '.join(PEER_NAMES)} or none)")
+    return names
+
+
+def parse_time_limit(x: object, what: str = "time_limit") -> float | None:
+    """Seconds per certificate: None (no limit) or a number in (0, MAX_BUDGET] (CLI and API alike)."""
+    if x is None:
+        return None
+    if isinstance(x, bool):
+        raise UserError(f"{what}: expected seconds (a positive number), got {x!r}")
+    try:
+        e = exact(x, what)
+    except UserError:
+        raise UserError(f"{what}: expected seconds (a positive number), got {x!r:.60}") from None
+    if not 0 < e <= MAX_BUDGET:
+        raise UserError(f"{what}: {brief(e)} seconds is outside (0, {MAX_BUDGET}]")
+    return float(e)
+
+
+def parse_jobs(x: object, what: str = "jobs") -> int:
+    """A number of worker processes, an integer in [1, MAX_JOBS] (CLI and API alike)."""
+    if isinstance(x, bool) or not isinstance(x, (int, str)) or not str(x).strip().isdigit():
+        raise UserError(f"{what}: expected a positive integer, got {x!r:.60}")
+    n = int(x)
+    if not 1 <= n <= MAX_JOBS:
+        raise UserError(f"{what}: {brief(n)} is outside [1, {MAX_JOBS}]")
+    return n
+
+
 def parse_budget(x: object, what: str = "budget") -> float | None:
     """A time budget in seconds, >= 0 and finite (None: no budget), as a float.
 
@@ -223,14 +267,16 @@ def parse_indices(x: Any, what: str) -> str | list[int]:
     if isinstance(x, str):
         for part in x.split(","):
             part = part.strip()
-            try:
-                if "-" in part:
-                    a, b = (int(v) for v in part.split("-"))
-                    out.update(range(a, b + 1))
-                elif part:
-                    out.add(int(part))
-            except ValueError:
-                raise UserError(f"{what}: cannot read {part!r} (use 'all', '0-6' or '0,3,5')") from None
+            ends = part.split("-") if "-" in part else [part] if part else []
+            if not all(re.fullmatch(r"\s*\d+\s*", v) for v in ends) or len(ends) > 2:
+                raise UserError(f"{what}: cannot read {part[:40]!r} (use 'all', '0-6' or '0,3,5')")
+            a, b = (min(int(v), MAX_INDEX + 1) if len(v.strip()) <= 12 else MAX_INDEX + 1 for v in (ends * 2)[:2]) \
+                if ends else (0, -1)
+            if max(a, b) > MAX_INDEX:          # checked before the range is expanded
+                raise UserError(f"{what}: {part[:40]!r} names an index beyond the largest, {MAX_INDEX}")
+            if b < a and len(ends) == 2:
+                raise UserError(f"{what}: {part!r} is an empty range (write it low-high)")
+            out.update(range(a, b + 1) if len(ends) == 2 else [a] if ends else [])
     else:
         try:
             out = {int(v) for v in x}
@@ -240,6 +286,8 @@ def parse_indices(x: Any, what: str) -> str | list[int]:
         raise UserError(f"{what}: empty list")
     if min(out) < 0:
         raise UserError(f"{what}: {min(out)} is negative")
+    if max(out) > MAX_INDEX:
+        raise UserError(f"{what}: {brief(max(out))} is beyond the largest index {MAX_INDEX}")
     return sorted(out)
 
 

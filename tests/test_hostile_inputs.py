@@ -115,3 +115,51 @@ def test_verify_stdin_creates_nothing_when_killed_mid_check(tmp_path):
     p.kill()
     p.wait(timeout=30)
     assert list(tmp.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
+# ---------------------------------------------------------------- one-line errors, never exit 4
+NINES = "9" * 5000
+HOSTILE_ARGS = [        # (arguments, exit code, words the one-line error holds)
+    (["certify", "--synthetic", "gaussian:n=8,d=100000000000", "--eps", "1/4", "--peers", "none"], 64, "d <= 512"),
+    (["certify", "--synthetic", "gaussian:n=8,d=2,seed=-1", "--eps", "1/4", "--peers", "none"], 64, "seed >= 0"),
+    (["certify", "--synthetic", "gaussian:n=8,d=2", "--eps", "1/4", "--peers", "evil"], 64, "unknown peer 'evil'"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", f"lowrank:k={NINES}"], 64, "larger than"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", f"lowrank:k=1..{NINES}"], 64, "larger than"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "evict:keep=99999999999999999999"], 64, "beyond"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "evict:keep=0-100000000"], 64, "beyond"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2,mask=causal", "--method", "evict:sinks=99999999999999999999,window=4"],
+     64, "larger than"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "window:w=11111111111111111111"], 64, "larger than"),
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "evict:sinks=4,window=8"], 64, "no causal"),
+    (["verify", "--time-limit", "1e308", str(CERT)], 64, "outside (0, 1000000000]"),
+    (["verify", "--time-limit", "nan", str(CERT)], 64, "--time-limit"),
+    (["verify", "-j", "0", str(CERT)], 64, "outside [1, 1024]"),
+]
+
+
+@pytest.mark.parametrize("args, code, words", HOSTILE_ARGS, ids=lambda x: " ".join(x)[:60] if isinstance(x, list) else None)
+def test_hostile_arguments_get_a_one_line_error_with_their_sysexits_code(tmp_path, args, code, words):
+    r = run(*args, *(["--out", tmp_path / "out"] if args[0] in ("certify", "compare") else []))
+    assert r.returncode == code, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]           # argparse's usage lines may come first
+    assert words in last and last.startswith("certkit ") and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.json"))
+
+
+def test_the_api_validates_as_the_command_line_does():
+    """certify(peers=), verify(time_limit=, jobs=) and compare(method) raise a UserError naming the
+    value (the same parsers as the CLI), never KeyError / OverflowError, and never accept 0 or -1."""
+    import numpy as np
+    import certkit
+    h = certkit.Head.from_arrays(np.eye(3), np.eye(3), beta=1)
+    with pytest.raises(certkit.UserError, match="unknown peer 'evil'"):
+        certkit.certify(h, "1/4", peers=["evil"])
+    assert certkit.certify(h, "1/4", peers="svd").peers["svd"]["k"] >= 1      # one name, as --peers svd
+    for bad in (-1, 0, float("nan"), float("inf"), 1e308, "soon"):
+        with pytest.raises(certkit.UserError, match="time_limit"):
+            certkit.verify(str(CERT), time_limit=bad)
+    for bad in (0, -1, 2.5, 10 ** 6):
+        with pytest.raises(certkit.UserError, match="jobs"):
+            certkit.verify(str(CERT), jobs=bad)
+    with pytest.raises(certkit.UserError, match="larger than"):
+        certkit.compare(h, "window:w=11111111111111111111")

@@ -22,7 +22,7 @@ from fractions import Fraction
 from .. import synthetic
 from ..errors import UserError
 from ..head import Head, RowMask
-from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, tag
+from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers, tag
 from ..outputs import FolderLock, write_atomic
 from ..search import writer
 from ..search.sandwich import sandwich
@@ -59,6 +59,9 @@ def parse_synthetic(spec):
         N = int(p["N"]) if "N" in p else None
     except ValueError:
         raise CertifyError(f"--synthetic {spec!r}: n, N, d, seed must be integers") from None
+    if d > 512 or seed < 0:
+        raise CertifyError(f"--synthetic {spec[:60]!r}: need d <= 512 (the largest head dimension a certificate "
+                           f"states) and seed >= 0")
     beta = exact(p["beta"], f"--synthetic {spec!r}: beta")
     if p.get("mask", "causal") != "causal":
         raise CertifyError(f"--synthetic {spec!r}: mask={p['mask']!r} (the one mask spelled here is mask=causal)")
@@ -309,12 +312,7 @@ def run(args):
     missing; bad input raises a UserError (the CLI's exit 64/66)."""
     eps_list = parse_eps_list(args.eps)
     args.budget = parse_budget(getattr(args, "budget", None), "--budget")
-    peers = [] if args.peers.strip() == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
-    if peers:
-        from ..search.peers import PEERS
-    for p in peers:
-        if p not in PEERS:
-            raise CertifyError(f"--peers: unknown peer {p!r} (choose from {', '.join(PEERS)} or none)")
+    peers = list(parse_peers(args.peers, "--peers"))
     if getattr(args, "model", None) is not None:
         return run_model(args, eps_list, peers)
     for attr, default, flag in MODEL_OPTIONS:

@@ -21,19 +21,18 @@ from ..batch import Log, Progress, Task, WorkerDied, certificates_under, file_sh
 from ..errors import INTERRUPTED, InputError, OutputError, UserError
 from ..kernel import DEFAULT_ROUTE, EXIT, ROUTES
 from ..kernel.numerics import FORMAT, MAX_FILE
+from ..numbers import parse_jobs, parse_time_limit
 from ..outputs import refuse_unless_regular
 
 
 def positive(kind):
-    """An argparse type: a number of that kind > 0 (else a usage error, exit 64)."""
+    """An argparse type: a number of that kind > 0, parsed as the API parses it (certkit.numbers:
+    --jobs in [1, 1024], --time-limit in (0, 10^9] seconds); else a usage error, exit 64."""
     def parse(text):
         try:
-            x = kind(text)
-        except ValueError:
-            x = None
-        if x is None or not x > 0 or x == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a positive {'integer' if kind is int else 'number'}, got {text!r}")
-        return x
+            return parse_jobs(text, "") if kind is int else parse_time_limit(text, "")
+        except UserError as e:
+            raise argparse.ArgumentTypeError(str(e).lstrip(": ")) from None
     return parse
 
 
