@@ -84,12 +84,13 @@ def quantize(head: Head, scheme: str = "int8") -> Head:
 
 def kv(head: Head, keys: str | None, values: str | None) -> Head:
     """A KV cache in an engine's format (certkit.kvcache): the keys the cache hands back in format
-    `keys` and, for a head with values, the values in format `values` (None: kept as they are);
-    queries, beta, weights, bias and mask unchanged."""
+    `keys` (in the engine's layout: provenance key_layout, llama.cpp's rotary layout for Llama-family
+    model heads) and, for a head with values, the values in format `values` (None: kept as they
+    are); queries, beta, weights, bias and mask unchanged."""
     spec = f"kv:{keys}" if keys == values else "kv:" + ",".join(f"{n}={f}" for n, f in (("k", keys), ("v", values)) if f)
     changes: dict[str, Any] = {}
     if keys is not None:
-        changes["keys"] = dequantised(head.keys, keys)
+        changes["keys"] = dequantised(head.keys, keys, head.provenance.get("key_layout", "hf"))
     if values is not None and head.values is not None:
         changes["values"] = dequantised(head.values, values)
     return _replacement(head, spec, **changes)

@@ -16,6 +16,14 @@ of these formats is a binary64 number), applied to keys and values separately (l
     int8                            symmetric int8 per token: s_t = fl32(max_c |x_tc| / 127),
                                     round(x / s_t) clipped to [-127, 127].
 
+Layout: llama.cpp stores the keys of Llama and Mistral models in its rotary layout (its converter
+permutes the q and k projections so that rotated pairs sit side by side: engine dim 2i = HF dim i,
+2i + 1 = HF dim i + d/2), so a block of 32 key numbers holds HF dims {0..15, 32..47} of a 64-dim
+head, not {0..31}.  dequantised(x, name, layout="llama.cpp-rope") quantises in that layout and
+hands the numbers back in HF's (the attention is the same in either: both Q and K are permuted
+alike); values are never permuted.  The models' heads say which layout their keys have
+(provenance key_layout).
+
 Every format here is per token or per head with a fixed scale, so a token's stored numbers never
 depend on a later token (the streaming question does not arise); the fp8 per-head scale is computed
 over the whole sequence, as a calibrated scale would be (engines calibrate it offline).
@@ -88,8 +96,27 @@ FORMATS = {f.name: f for f in (
 )}
 
 
-def dequantised(x: np.ndarray, name: str) -> np.ndarray:
-    """The float64 numbers a cache in format `name` hands back for x (tokens x head_dim)."""
+LAYOUTS = ("hf", "llama.cpp-rope")
+
+
+def rope_order(d: int) -> np.ndarray:
+    """The HF dim at each engine dim of llama.cpp's rotary layout: [0, d/2, 1, d/2 + 1, ...]."""
+    if d % 2:
+        raise FormatError(f"the rotary layout needs an even head dimension, got {d}")
+    return np.stack([np.arange(d // 2), np.arange(d // 2) + d // 2], axis=1).reshape(-1)
+
+
+def dequantised(x: np.ndarray, name: str, layout: str = "hf") -> np.ndarray:
+    """The float64 numbers a cache in format `name` hands back for x (tokens x head_dim), the cache
+    in `layout` ("hf", or "llama.cpp-rope" for the keys of Llama-family models in llama.cpp)."""
     if name not in FORMATS:
         raise FormatError(f"unknown KV format {name!r} (use {', '.join(FORMATS)})")
-    return FORMATS[name].dequantised(np.asarray(x, dtype=np.float64))
+    if layout not in LAYOUTS:
+        raise FormatError(f"unknown layout {layout!r} (use {', '.join(LAYOUTS)})")
+    x = np.asarray(x, dtype=np.float64)
+    if layout == "hf":
+        return FORMATS[name].dequantised(x)
+    order = rope_order(x.shape[-1])
+    out = np.empty_like(x)
+    out[..., order] = FORMATS[name].dequantised(np.ascontiguousarray(x[..., order]))
+    return out

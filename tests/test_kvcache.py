@@ -102,3 +102,22 @@ def test_kv_methods_quantise_keys_and_values_apart_and_never_the_queries():
     for bad, words in (("kv:", "name a KV format"), ("kv:q3_k", "unknown KV format"), ("kv:k=q8_0,k=q4_0", "once")):
         with pytest.raises(MethodError, match=words):
             parse_methods(bad)
+
+
+def test_llama_cpp_keys_are_quantised_in_its_rotary_layout():
+    """gguf dim 2i = HF dim i, 2i + 1 = HF dim i + d/2: a q4_0 block of a 64-dim key holds HF dims
+    0..15 and 32..47.  Quantising in that layout is quantising the permuted key, mapped back."""
+    from certkit.kvcache import rope_order
+    x = np.random.default_rng(5).standard_normal((4, 64)) * np.linspace(0.1, 10, 64)    # dims of unequal size
+    order = rope_order(64)
+    assert list(order[:4]) == [0, 32, 1, 33] and sorted(order) == list(range(64))
+    assert set(order[:32]) == set(range(16)) | set(range(32, 48))                      # the first block
+    y = dequantised(x, "q4_0", "llama.cpp-rope")
+    assert np.array_equal(y[:, order], dequantised(x[:, order], "q4_0"))
+    assert not np.array_equal(y, dequantised(x, "q4_0"))                               # the layout matters
+    assert np.array_equal(dequantised(x, "int8", "llama.cpp-rope"), dequantised(x, "int8"))   # per token: it does not
+    from certkit.head import Head
+    from certkit import compress
+    h = Head.from_arrays(x, x, beta="1/8", values=x, provenance={"key_layout": "llama.cpp-rope"})
+    r = compress.kv(h, "q4_0", "q4_0")
+    assert np.array_equal(r.keys, y) and np.array_equal(r.values, dequantised(x, "q4_0"))   # values: HF layout

@@ -87,7 +87,8 @@ def test_every_family_reconstructs_from_its_folder(folders, name):
         l, i = p["layer"], p["head"]
         assert h.name == f"l{l}-h{i}" and (h.n, h.N, h.d) == (40, 40, D)
         assert set(p) == {"model", "family", "layer", "head", "kv_head", "length", "multiplier", "text_sha256",
-                          "reconstruction_max_abs_diff"}
+                          "reconstruction_max_abs_diff", "key_layout"}
+        assert p["key_layout"] == ("llama.cpp-rope" if name in ("llama", "mistral") else "hf")
         assert p["family"] == name and p["length"] == 40 and p["multiplier"] == "1" and p["model"] == name
         assert p["kv_head"] == i // (HEADS // KV.get(name, HEADS))
         c = Fraction(1, l + 1) if name == "gpt2" else Fraction(1)          # GPT-2: scale_attn_by_inverse_layer_idx
@@ -102,6 +103,36 @@ def test_every_family_reconstructs_from_its_folder(folders, name):
             assert not A[np.triu_indices(40, 1)].any()                      # masked entries exactly 0
             if w:
                 assert A[20, 20 - w] == 0 and A[20, 20 - w + 1] > 0
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_values_and_output_projection_rebuild_the_attention_block(folders, name):
+    """Each head carries its values V and its slice W of the output projection: concatenated over the
+    heads, A_h V_h is what the model feeds its output projection, and sum_h A_h V_h W_h (+ the bias) is
+    what that projection returns, for every family (float64 models; to 1e-5 relative, since the decoders'
+    eager code takes the softmax in float32 outside certkit's capture: a wrong head order, value head or
+    orientation of W would be off by O(1))."""
+    from certkit.models.extract import prepare
+    model, _, _ = prepare(folders[name], dtype="float64")      # one model for the heads and for the hooks
+    hs = heads_from_model(model, tokens=TOKENS, length=40, dtype="float64")
+    seen = {}
+    proj = list(families.OUTPUT_PROJECTION[name](model.base_model))
+    hooks = [m.register_forward_hook(lambda m_, a, o, l=l: seen.__setitem__(l, (a[0][0].double().numpy(),
+                                                                                 o[0].double().numpy())))
+             for l, m in enumerate(proj)]
+    with torch.no_grad():
+        model(input_ids=torch.tensor([list(TOKENS[:40])]), **({"use_cache": False} if families.FAMILIES[name].decoder else {}))
+    for hk in hooks:
+        hk.remove()
+    for l in range(LAYERS):
+        heads = sorted((h for h in hs if h.provenance["layer"] == l), key=lambda h: h.provenance["head"])
+        assert all(h.values is not None and h.projection is not None for h in heads)
+        x, y = seen[l]
+        ctx = np.concatenate([h.attention() @ h.values for h in heads], axis=1)
+        assert np.max(np.abs(ctx - x)) <= 1e-5 * max(1.0, np.max(np.abs(x)))
+        bias = getattr(proj[l], "bias", None)
+        out = sum(h.attention() @ h.values @ h.projection for h in heads) + (0 if bias is None else bias.detach().double().numpy())
+        assert np.max(np.abs(out - y)) <= 1e-5 * max(1.0, np.max(np.abs(y)))
 
 
 def test_reconstruction_is_checked_layer_by_layer_in_row_blocks(folders, monkeypatch):

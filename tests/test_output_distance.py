@@ -151,3 +151,30 @@ def test_the_format_1_3_schema_accepts_the_well_formed_files_and_refuses_the_str
                  "projection-in-replacement.json", "quantity-l1-distance.json", "quantity-norm-1.json",
                  "claim-with-bound.json", "witness-not-empty.json", "assumptions-distance.json", "version-1.4.json"):
         assert not v.is_valid(json.loads((GOLDEN / name).read_text())), name
+
+
+def test_certkit_compare_norm_on_head_files_with_values(tmp_path):
+    """The command line: --norm (and --relative) certify each head's output error on the values the
+    head file holds; a head without values, or --relative without --norm, is a usage error."""
+    import subprocess
+    import sys
+    rng = np.random.default_rng(1)
+    h = Head.from_arrays(rng.standard_normal((24, 32)), rng.standard_normal((24, 32)), beta="1/8", mask=RowMask(0),
+                         values=rng.standard_normal((24, 32)), projection=rng.standard_normal((32, 8)))
+    path = h.save(str(tmp_path / "h.npz"))
+    back = Head.from_file(path)
+    assert np.array_equal(back.values, h.values) and np.array_equal(back.projection, h.projection)
+    cli = lambda *a: subprocess.run([sys.executable, "-m", "certkit", "compare", *map(str, a)],   # noqa: E731
+                                    capture_output=True, text=True, cwd=pathlib.Path(__file__).parents[1])
+    r = cli(path, "--method", "kv:q8_0,int8", "--norm", "2", "--relative", "--eps", "1/10", "--out", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert [x["method"] for x in doc["rows"]] == ["kv:q8_0", "kv:int8"]
+    assert all(x["verdict"] == "VERIFIED" and x["norm"] == "2" and x["relative"] for x in doc["rows"])
+    assert "/ ||(A V W)_i||_2" in r.stdout and "--norm 2" in doc["meta"]["command"] and "--relative" in doc["meta"]["command"]
+    v = subprocess.run([sys.executable, "-m", "certkit", "verify", str(tmp_path / "o")], capture_output=True, text=True)
+    assert v.returncode == 0 and v.stdout.count("VERIFIED") == 2, v.stdout
+    bad = cli("--synthetic", "gaussian:n=8,d=2", "--method", "kv:int8", "--norm", "inf", "--out", tmp_path / "b")
+    assert bad.returncode == 64 and "needs heads with values" in bad.stderr
+    bad = cli(path, "--method", "kv:int8", "--relative", "--out", tmp_path / "c")
+    assert bad.returncode == 64 and "--relative needs --norm" in bad.stderr

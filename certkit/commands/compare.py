@@ -23,15 +23,16 @@ from fractions import Fraction
 from ..compress import parse_methods
 from ..errors import UserError
 from ..head import Head
-from ..numbers import decimal, parse_beta, parse_distance, tag
+from ..numbers import decimal, parse_beta, parse_distance, parse_output_eps, tag
 from ..outputs import FolderLock, write_atomic
 from ..search import writer
 from .certify import HEAD_ROWS, finished_heads, parse_synthetic, read_model_heads
 
 # the settings that decide a compare run's certificates: a rerun into the same --out resumes only with the same
-RUN_SETTINGS = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length")
-COLUMNS = ["head", "layer", "head_index", "method", "family", "cost", "certified", "certified_float", "estimate",
-           "kernel_bound", "verdict", "lower", "lower_eps", "file", "seconds"]
+RUN_SETTINGS = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length", "norm",
+                "relative")
+COLUMNS = ["head", "layer", "head_index", "method", "family", "cost", "norm", "relative", "certified", "certified_float",
+           "estimate", "kernel_bound", "verdict", "lower", "lower_eps", "file", "seconds"]
 
 
 class CompareError(UserError):
@@ -57,6 +58,13 @@ def add_arguments(p):
                    "shown beside the low-rank rows: no attention matrix of rank below m is within eps")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default data/compare; with --model "
                    "data/compare/<model>)")
+    p.add_argument("--norm", choices=("inf", "2"), default=None,
+                   help="instead of the worst case over all values, the error of each head's output on its own "
+                        "values through its slice of W_O: max_i ||(A V W - A' V' W)_i|| in this row norm "
+                        "(attention-output-distance certificates, format 1.3; heads with values: --model, or head "
+                        "files with a 'values' array and optionally 'projection')")
+    p.add_argument("--relative", action="store_true",
+                   help="with --norm: the output error relative to the output, max_i ||D_i|| / ||(A V W)_i||")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
     p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it")
     g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
@@ -77,7 +85,7 @@ def add_arguments(p):
 
 def compare_head(task):
     """(index, rows) of one head: a certificate per setting under out/<head>/, rows.json written last."""
-    from ..search.compare import certify_distance
+    from ..search.compare import certify_distance, certify_output_distance
     h, out, eps = task["head"], task["out"], task["eps"]
     folder = os.path.join(out, h.name)
     os.makedirs(folder, exist_ok=True)
@@ -88,7 +96,11 @@ def compare_head(task):
     lower = lower_row(h, eps, folder, prov) if task["lower"] else {}
     for m in task["methods"]:
         path = os.path.join(folder, re.sub(r"[^A-Za-z0-9.]+", "-", m.spec) + ".json")
-        c = certify_distance(h, m.apply(h), path=path, provenance=dict(prov, compression=m.spec))
+        if task.get("norm"):
+            c = certify_output_distance(h, m.apply(h), task["norm"], task["relative"], path=path,
+                                        provenance=dict(prov, compression=m.spec))
+        else:
+            c = certify_distance(h, m.apply(h), path=path, provenance=dict(prov, compression=m.spec))
         rows.append({**dict(c.row(os.path.relpath(path, out) if c.certificate else None), head=h.name),
                      **where, "family": m.family, "cost": m.cost, "method": m.spec, **lower})
     write_atomic(os.path.join(folder, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
@@ -100,6 +112,14 @@ def lower_row(h, eps, folder, prov):
     from ..search.sandwich import certify_lower
     r = certify_lower(h.attention(), eps, h, os.path.join(folder, f"eps-{tag(eps)}.lower.json"), prov)
     return {"lower": None if r is None else r["bound"], "lower_eps": str(eps)}
+
+
+def quantity(meta):
+    """The certified quantity of a run, as text."""
+    if not meta.get("norm"):
+        return "max_i ||A_i - A'_i||_1"
+    p = meta["norm"]
+    return f"max_i ||(A V W - A' V' W)_i||_{p}" + (f" / ||(A V W)_i||_{p}" if meta.get("relative") else "")
 
 
 def cheapest(rows, eps):
@@ -124,16 +144,24 @@ def short(certified, none="not proved"):
     return certified if Fraction(certified) >= Fraction(1, 1000) else f"{float(Fraction(certified)):.4g}"
 
 
-def method_statistics(rows, eps):
+def method_statistics(rows, eps, missing=2.0):
     """Markdown table lines: per method, over the heads, the median, 90th percentile and largest
     certified distance and (with eps) on how many heads it is the cheapest setting within eps."""
     import numpy as np
     best = [] if eps is None else cheapest(rows, eps)
-    wins = {m: sum(c["cheapest"] == m for c in best) for m in {c["cheapest"] for c in best}}
+    wins = {}                     # a tie (int8 and fp8 both 8 bits, say) counts for every setting it ties
+    for c in best:
+        if c["cheapest"] is None:
+            continue
+        cost = next(r["cost"] for r in rows if r["head"] == c["head"] and r["method"] == c["cheapest"])
+        for r in rows:
+            if (r["head"], r["family"], r["cost"]) == (c["head"], c["family"], cost) and r["certified"] is not None \
+                    and Fraction(r["certified"]) <= eps:
+                wins[r["method"]] = wins.get(r["method"], 0) + 1
     head = "| method | heads | median | p90 | max |" + (f" cheapest within {eps} |" if eps is not None else "")
     lines = [head, "|---" * (5 + (eps is not None)) + "|"]
     for m in dict.fromkeys(r["method"] for r in rows):
-        v = np.array([r["certified_float"] if r["certified_float"] is not None else 2.0 for r in rows
+        v = np.array([r["certified_float"] if r["certified_float"] is not None else missing for r in rows
                       if r["method"] == m])
         lines.append(f"| {m} | {len(v)} | {np.median(v):.3g} | {np.quantile(v, 0.9):.3g} | {v.max():.3g} |"
                      + (f" {wins.get(m, 0)} |" if eps is not None else ""))
@@ -145,14 +173,20 @@ def method_statistics(rows, eps):
 
 def summary_markdown(meta, rows, eps):
     lines = [f"# certkit compare: {meta.get('model') or 'heads'}", "",
-             "Certified max_i ||A_i - A'_i||_1 (attention-distance certificates, each VERIFIED by the kernel): "
-             "the worst error of the attention output over value matrices with entries in [-1, 1].", "",
-             f"Regenerate: `{meta['command']}`", "", "## Per method (a distance not proved counts as 2)", ""]
-    lines += method_statistics(rows, eps)
+             (f"Certified {quantity(meta)} (attention-output-distance certificates, each VERIFIED by the kernel): the "
+              "error of each head's output on its own values, through its slice of the output projection."
+              if meta.get("norm") else
+              "Certified max_i ||A_i - A'_i||_1 (attention-distance certificates, each VERIFIED by the kernel): "
+              "the worst error of the attention output over value matrices with entries in [-1, 1]."), "",
+             f"Regenerate: `{meta['command']}`", "",
+             "## Per method (" + ("an error not proved counts as inf" if meta.get("norm") else
+                                  "a distance not proved counts as 2") + ")", ""]
+    lines += method_statistics(rows, eps, float("inf") if meta.get("norm") else 2.0)
     lines += ["", "## Per head", "", "| head | method | certified | float estimate | r_eps >= |", "|---|---|---|---|---|"]
-    for r in rows:
+    for k, r in enumerate(rows):
+        first = k == 0 or rows[k - 1]["head"] != r["head"]              # r_eps >= m once per head
         lines.append(f"| {r['head']} | {r['method']} | {short(r['certified'], '—')} | {r['estimate']:.4g} | "
-                     f"{'' if r.get('lower') is None else r['lower']} |")
+                     f"{'' if r.get('lower') is None or not first else r['lower']} |")
     if eps is not None:
         lines += ["", f"## Cheapest setting with certified error <= {eps}", "", "| head | method | cheapest | certified |",
                   "|---|---|---|---|"]
@@ -187,23 +221,29 @@ def figures(meta, rows, out):
         specs = list(dict.fromkeys(r["method"] for r in rows if r["family"] == fam))
         panels = [(s, [r for r in rows if r["method"] == s], lambda r: r["certified_float"], "viridis", ".2f")
                   for s in specs]
+        eps = None if meta.get("eps") is None else Fraction(meta["eps"])
         paths += layer_head_panels(panels, os.path.join(out, f"compare-{fam}"),
-                                   f"{meta['model']}, L = {meta['length']}: certified max_i ‖A_i − A′_i‖₁",
-                                   shared_scale=True)
+                                   f"{meta['model']}, L = {meta['length']}: certified "
+                                   + quantity(meta).replace("||", "‖").replace("'", "′"),
+                                   shared_scale=True, eps=eps)
     return paths
 
 
 def run(args):
     """certkit compare: exit 0 if every setting of every head got a certified distance, 1 otherwise."""
     methods = [m for spec in args.method for m in parse_methods(spec)]
-    eps = None if args.eps is None else parse_distance(args.eps, "--eps")
+    if args.relative and not args.norm:
+        raise CompareError("--relative needs --norm inf or --norm 2 (the row norm of the output error)")
+    parse_eps = parse_output_eps if args.norm else parse_distance
+    eps = None if args.eps is None else parse_eps(args.eps, "--eps")
     if args.lower and (eps is None or eps >= 1):
         raise CompareError("--lower needs --eps below 1 (the tolerance of the rank lower bound r_eps(A))")
     if args.workers < 1:
         raise CompareError(f"--workers: {args.workers} must be >= 1")
     from ..parallel import parse_scheduler
     parse_scheduler(args.scheduler)
-    meta = {"methods": [m.spec for m in methods], "eps": None if eps is None else str(eps), "lower": args.lower}
+    meta = {"methods": [m.spec for m in methods], "eps": None if eps is None else str(eps), "lower": args.lower,
+            "norm": args.norm, "relative": bool(args.relative)}
     if args.model is not None:
         if args.heads or args.synthetic or args.beta:
             raise CompareError("--model compares a model's heads: give no HEAD files, --synthetic or --beta with it")
@@ -218,6 +258,9 @@ def run(args):
         heads = [Head.from_file(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
         if not heads:
             raise CompareError("no heads: give HEAD files, --synthetic SPEC or --model (see certkit compare --help)")
+        if args.norm and any(h.values is None for h in heads):
+            raise CompareError(f"--norm needs heads with values: head {next(h.name for h in heads if h.values is None)!r} "
+                               f"has none (--model reads V and W_O from the model; a head file needs a 'values' array)")
         args.out = args.out or os.path.join("data", "compare")
         writer.ensure_folder(args.out, "--out")
     meta["command"] = command_line(args)
@@ -234,19 +277,20 @@ def command_line(args):
                                  ("--tokens", args.tokens, None), ("--length", args.length, 128),
                                  ("--window", args.window, 0), ("--layers", args.model_layers, "all"),
                                  ("--heads", args.model_heads, "all"), ("--beta", args.beta, None),
-                                 ("--eps", args.eps, None)):
+                                 ("--eps", args.eps, None), ("--norm", args.norm, None)):
         if value != default:
             parts += [flag, str(value)]
     for m in args.method:
         parts += ["--method", m]
-    return " ".join(map(shlex.quote, parts + (["--lower"] if args.lower else []) + ["--out", args.out]))
+    return " ".join(map(shlex.quote, parts + (["--relative"] if args.relative else []) + (["--lower"] if args.lower else [])
+                        + ["--out", args.out]))
 
 
 def compare_heads(args, heads, methods, eps, meta):
     from ..parallel import run as run_tasks
     done = finished_heads(args.out, meta, heads, RUN_SETTINGS, ("file",), CompareError)
-    tasks = [{"index": i, "head": h, "out": args.out, "methods": methods, "eps": eps, "lower": args.lower}
-             for i, h in enumerate(heads) if i not in done]
+    tasks = [{"index": i, "head": h, "out": args.out, "methods": methods, "eps": eps, "lower": args.lower,
+              "norm": args.norm, "relative": bool(args.relative)} for i, h in enumerate(heads) if i not in done]
     bar = None
     if sys.stderr.isatty():
         from tqdm import tqdm
@@ -261,7 +305,7 @@ def compare_heads(args, heads, methods, eps, meta):
             if not args.json:
                 for r in new:
                     (bar.write if bar is not None else print)(
-                        f"{r['head']}  {r['method']}:  max_i ||A_i - A'_i||_1 <= {short(r['certified'])}"
+                        f"{r['head']}  {r['method']}:  {quantity(meta)} <= {short(r['certified'])}"
                         f"  (float {r['estimate']:.4g})  [{r['seconds']:.2f} s]")
     finally:
         if bar is not None:

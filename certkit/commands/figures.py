@@ -77,11 +77,14 @@ def layer_head_maps(rows, stem, title):
     return layer_head_panels(panels, stem, title)
 
 
-def layer_head_panels(panels, stem, title, shared_scale=False):
+def layer_head_panels(panels, stem, title, shared_scale=False, log=None, eps=None):
     """Heat maps side by side, one per panel (name, rows, value(row) or None, colormap, number
     format): layers down, query heads across, each cell labelled while the grid is small; with
-    shared_scale, one colour scale for all panels.  Writes stem.{png,pdf,svg}; returns the paths."""
+    shared_scale, one colour scale and one colour bar for all panels, logarithmic when log (None:
+    when every value is positive and they span more than a decade); eps: a contour around the cells
+    below eps and a mark on the colour bar.  Writes stem.{png,pdf,svg}; returns the paths."""
     import numpy as np
+    from matplotlib.colors import LogNorm, Normalize
     every = [r for p in panels for r in p[1]]
     layers = sorted({r["layer"] for r in every})
     heads = sorted({r["head_index"] for r in every})
@@ -91,22 +94,33 @@ def layer_head_panels(panels, stem, title, shared_scale=False):
     finite = [g[np.isfinite(g)] for g in grids]
     limits = (min(f.min() for f in finite if f.size), max(f.max() for f in finite if f.size)) \
         if shared_scale and any(f.size for f in finite) else (None, None)
+    if log is None:
+        log = limits[0] is not None and limits[0] > 0 and limits[1] > 10 * limits[0]
+    norm = (LogNorm if log else Normalize)(*limits) if limits[0] is not None else None
     with figure_style() as plt:
         width = min(2 * COLUMN_WIDTH, 1.0 + 0.36 * len(heads) * len(panels))
         fig, axes = plt.subplots(1, len(panels), figsize=(width, 1.0 + 0.17 * len(layers)), layout="constrained",
                                  sharey=True, squeeze=False)
         for ax, (name, _, _, cmap, form), values in zip(axes[0], panels, grids):
-            im = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest", vmin=limits[0], vmax=limits[1])
+            im = ax.imshow(values, cmap=cmap, aspect="auto", interpolation="nearest", norm=norm)
             ax.set_title(name)
             ax.set_xticks(range(len(heads)), heads, fontsize=6)
             ax.set_xlabel("head")
-            fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
-            if len(layers) * len(heads) <= 400:
+            if eps is not None and np.nanmin(values) < eps < np.nanmax(values):
+                ax.contour(values, levels=[float(eps)], colors="red", linewidths=0.6)
+            if norm is None:
+                fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
+            if len(layers) * len(heads) * len(panels) <= 400:       # labels only where they stay legible
                 for (i, j), v in np.ndenumerate(values):
                     if np.isfinite(v):
                         r, g, b, _ = im.cmap(im.norm(v))          # dark text on light cells, light on dark
                         ax.text(j, i, format(int(v) if form == "d" else v, form), ha="center", va="center",
                                 fontsize=4, color="k" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "w")
+        if norm is not None:                              # one colour bar, after the last panel
+            bar = fig.colorbar(im, ax=list(axes[0]), shrink=0.8, pad=0.02)
+            if eps is not None and limits[0] <= eps <= limits[1]:
+                bar.ax.axhline(float(eps), color="red", linewidth=0.8)
+                bar.set_label(f"red line and contours: ε = {eps}", fontsize=6)
         axes[0][0].set_yticks(range(len(layers)), layers, fontsize=6)
         axes[0][0].set_ylabel("layer")
         fig.suptitle(title)

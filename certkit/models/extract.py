@@ -487,7 +487,7 @@ def _recording(model, info, want, on_layer, on_probs):
                     l = layer_of.get(id(module))
                     if l in want:
                         s = kwargs.get("scaling", args[0] if args else None)
-                        on_layer(l, {"q": query[0], "k": key[0], "mask": attention_mask, "bias": None,
+                        on_layer(l, {"q": query[0], "k": key[0], "v": value[0], "mask": attention_mask, "bias": None,
                                      "scale": float(query.size(-1) ** -0.5 if s is None else s)})
                     n = query.shape[2]
                     step = max(1, ROW_BLOCK // (query.shape[1] * key.shape[2]))
@@ -524,7 +524,8 @@ def _recording(model, info, want, on_layer, on_probs):
                 if f.route == "mpnet":
                     def proj(name, rec=rec):
                         return lambda mod_, a, o: rec.__setitem__(name, o[0].reshape(o.shape[1], H, d).transpose(0, 1))
-                    hooks += [m.q.register_forward_hook(proj("q")), m.k.register_forward_hook(proj("k"))]
+                    hooks += [m.q.register_forward_hook(proj("q")), m.k.register_forward_hook(proj("k")),
+                              m.v.register_forward_hook(proj("v"))]
 
                     def after(mod_, args, kwargs, out, rec=rec):
                         a = _bound(mod_, args, kwargs)
@@ -535,7 +536,7 @@ def _recording(model, info, want, on_layer, on_probs):
                 else:                             # bloom: fused projections, ALiBi handed in as `alibi`
                     def fused(mod_, a, o, rec=rec):
                         x = o[0].view(o.shape[1], H, 3, d)
-                        rec.update(q=x[:, :, 0].transpose(0, 1), k=x[:, :, 1].transpose(0, 1))
+                        rec.update(q=x[:, :, 0].transpose(0, 1), k=x[:, :, 1].transpose(0, 1), v=x[:, :, 2].transpose(0, 1))
                     hooks.append(m.query_key_value.register_forward_hook(fused))
 
                     def after(mod_, args, kwargs, out, rec=rec):
@@ -577,7 +578,8 @@ def _np(t):
 
 def capture(model, info, ids, pad=0, layers=None, progress=None):
     """Run the model on one sequence (plus `pad` padding tokens) and capture the requested layers
-    (None: all).  Returns a dict: layers (the captured layer indices), Q [layers, H, L, d], K
+    (None: all).  Returns a dict: layers (the captured layer indices), Q [layers, H, L, d], V [layers, Hkv,
+    L+pad, d_v], WO (per layer the output projection, H d_v x d_model), key_layout (llama.cpp-rope or hf), K
     [layers, Hkv, L+pad, d] (float64, exactly the model's floats), errors [layers, H] (the
     reconstruction check: max |A - P| of each head, see reconstruction()), bias [H, L, L+pad] or None
     (the same for every layer), keep [L+pad] bool (False on padding), masks (a RowMask or None per
@@ -601,16 +603,20 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
     keep = np.array([True] * L + [False] * pad)
     out = {"layers": want, "bias": None, "keep": keep, "kv_map": [h // (H // Hkv) for h in range(H)], "d_head": d,
            "model": info["name"], "family": f.name, "length": L, "dtype": info.get("dtype")}
-    for key in ("Q", "K", "masks", "betas", "scales", "errors"):
+    wo = fam.output_projection(f, model.base_model)
+    out["WO"] = [wo[l] for l in want]                              # float64 copies (H d_v x d_model each)
+    del wo
+    out["key_layout"] = "llama.cpp-rope" if f.name in fam.INTERLEAVED_KEYS else "hf"
+    for key in ("Q", "K", "V", "masks", "betas", "scales", "errors"):
         out[key] = [None] * len(want)           # filled per layer as the model computes it
     heads_of = {}                               # layer -> its Heads, from on_layer until all its rows are checked
     checked = dict.fromkeys(want, 0)            # layer -> query rows checked
 
     def on_layer(l, r):
-        q, k = _np(r["q"]), _np(r["k"])
-        if q.shape != (H, n, d) or k.shape != (Hkv, n, d):
-            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}; "
-                             f"expected ({H}, {n}, {d}), ({Hkv}, {n}, {d})")
+        q, k, v = _np(r["q"]), _np(r["k"]), _np(r["v"])
+        if q.shape != (H, n, d) or k.shape != (Hkv, n, d) or v.shape[:2] != (Hkv, n):
+            raise ModelError(f"{info['name']}: layer {l}: captured shapes Q {q.shape}, K {k.shape}, V {v.shape}; "
+                             f"expected ({H}, {n}, {d}), ({Hkv}, {n}, {d}), ({Hkv}, {n}, d_v)")
         mask = _row_mask(f, model.config, l, L)
         _check_mask(info, l, r["mask"], mask, keep, L)
         beta = fam.scale(f, model.config, l, d)
@@ -625,6 +631,7 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
                 raise ModelError(f"{info['name']}: layer {l}: a position bias that differs between layers")
         i = want.index(l)
         out["Q"][i], out["K"][i], out["masks"][i], out["betas"][i], out["scales"][i] = q[:, :L], k, mask, beta, r["scale"]
+        out["V"][i] = v
         out["errors"][i] = np.zeros(H)
         heads_of[l] = [head(out, l, h) for h in range(H)]
 
@@ -655,7 +662,7 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
     if missing:
         raise ModelError(f"{info['name']}: layer {missing[0]}: the attention was not captured (an attention path "
                          f"certkit does not know; family {f.name})")
-    for key in ("Q", "K", "errors"):
+    for key in ("Q", "K", "V", "errors"):
         out[key] = np.stack(out[key])
     return out
 
@@ -719,16 +726,21 @@ def _index(c, layer):
 
 def head(c, layer, h, multiplier=Fraction(1)):
     """The Head of layer `layer`, query head h of a capture c at beta = multiplier x the model's
-    scale (exact; multiplier 1 is the model): Q of head h, K of its key head c["kv_map"][h], weight 0
-    on padded keys, the position bias (MPNet, ALiBi) as the logit bias, the decoder's RowMask.
-    Named l<layer>-h<h>; provenance model, layer, head, length (heads() adds the rest)."""
+    scale (exact; multiplier 1 is the model): Q of head h, K and V of its key head c["kv_map"][h],
+    weight 0 on padded keys, the position bias (MPNet, ALiBi) as the logit bias, the decoder's
+    RowMask, and the head's slice of the output projection (d_v x d_model).  Named l<layer>-h<h>;
+    provenance model, layer, head, length, key_layout (heads() adds the rest)."""
     i = _index(c, layer)
-    return Head(c["Q"][i][h], c["K"][i][c["kv_map"][h]], fam.times(c["betas"][i], multiplier),
+    g = c["kv_map"][h]
+    V = c["V"][i][g] if "V" in c else None
+    W = None if V is None else c["WO"][i][h * V.shape[1]:(h + 1) * V.shape[1]]
+    return Head(c["Q"][i][h], c["K"][i][g], fam.times(c["betas"][i], multiplier),
                 weights=None if c["keep"].all() else c["keep"].astype(np.float64),
                 bias=None if c["bias"] is None else c["bias"][h], name=f"l{layer}-h{h}",
                 provenance={"model": c.get("model"), "layer": int(layer), "head": int(h),
-                            "length": int(c.get("length", len(c["Q"][i][h])))},
-                mask=c["masks"][i])
+                            "length": int(c.get("length", len(c["Q"][i][h]))),
+                            "key_layout": c.get("key_layout", "hf")},
+                mask=c["masks"][i], values=V, projection=W)
 
 
 def rebuild(c, layer, h):

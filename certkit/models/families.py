@@ -64,6 +64,37 @@ SUPPORTED = ("encoders: BERT (MiniLM), RoBERTa, DistilBERT, MPNet; decoders: GPT
              "Qwen2, BLOOM (ALiBi)")
 
 
+# The output projection of layer l as one matrix W_O (H d_v x d_model, out = concat_h(O_h) W_O + bias):
+# where each family keeps it relative to its layer, and whether it is a torch Linear (weight d_model x
+# H d_v, so W_O = weight^T) or GPT-2's Conv1D (weight H d_v x d_model, W_O = weight).
+OUTPUT_PROJECTION = {
+    "bert": lambda b: (l.attention.output.dense for l in b.encoder.layer),
+    "roberta": lambda b: (l.attention.output.dense for l in b.encoder.layer),
+    "distilbert": lambda b: (l.attention.out_lin for l in b.transformer.layer),
+    "mpnet": lambda b: (l.attention.attn.o for l in b.encoder.layer),
+    "gpt2": lambda b: (l.attn.c_proj for l in b.h),
+    "gpt_neox": lambda b: (l.attention.dense for l in b.layers),
+    "llama": lambda b: (l.self_attn.o_proj for l in b.layers),
+    "mistral": lambda b: (l.self_attn.o_proj for l in b.layers),
+    "qwen2": lambda b: (l.self_attn.o_proj for l in b.layers),
+    "bloom": lambda b: (l.self_attention.dense for l in b.h),
+}
+# llama.cpp keeps the keys of these families in its rotary layout (its converter permutes the q and k
+# projections so that rotated pairs are adjacent: gguf dim 2i = HF dim i, 2i + 1 = HF dim i + d/2), so a
+# cache block of 32 key dims holds HF dims {0..15, 32..47}, ... (the other families use NeoX rotary or none)
+INTERLEAVED_KEYS = ("llama", "mistral")
+
+
+def output_projection(family, base):
+    """[W_O of each layer] as float64 arrays (H d_v x d_model): out = concat_h(O_h) W_O (+ bias)."""
+    import numpy as np
+    out = []
+    for m in OUTPUT_PROJECTION[family.name](base):
+        w = m.weight.detach().to("cpu").double().numpy()
+        out.append(w if type(m).__name__ == "Conv1D" else w.T)
+    return [np.ascontiguousarray(w) for w in out]
+
+
 def family_of(config):
     """The Family of a transformers config (by config.model_type), or None."""
     return FAMILIES.get(getattr(config, "model_type", None))
