@@ -278,7 +278,7 @@ def test_instance_equals_the_kernels_reading_of_a_written_certificate(tmp_path, 
         assert (a is None and b is None) or (a.dtype == b.dtype and np.array_equal(a, b)), f
     for f in ("lo", "hi", "mid", "rad", "text"):
         assert getattr(disk.beta, f) == getattr(mem.beta, f), f
-    assert disk.beta.ball.lower() == mem.beta.ball.lower() and disk.beta.ball.upper() == mem.beta.ball.upper()
+    assert disk.beta.ball().lower() == mem.beta.ball().lower() and disk.beta.ball().upper() == mem.beta.ball().upper()
     assert (mem.n, mem.N) == (h.n, h.N)
 
 

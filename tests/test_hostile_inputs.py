@@ -163,3 +163,22 @@ def test_the_api_validates_as_the_command_line_does():
             certkit.verify(str(CERT), jobs=bad)
     with pytest.raises(certkit.UserError, match="larger than"):
         certkit.compare(h, "window:w=11111111111111111111")
+
+
+@pytest.mark.parametrize("beta", ["1/3", "2/7", "1/sqrt(7)"])
+def test_a_non_dyadic_beta_is_enclosed_at_the_working_precision(tmp_path, beta):
+    """beta = 1/3 used to be enclosed once at 53 bits, so no Arb precision could resolve a true claim
+    near 1e-16 (a head compared with itself, claimed at 1e-20: REJECTED, or INTERNAL-ERROR): the ball
+    of beta is now computed at each pass's precision."""
+    import numpy as np
+    from fractions import Fraction
+    from certkit.choices import check
+    from certkit.head import Head
+    from certkit.search.writer import certificate
+    rng = np.random.default_rng(0)
+    h = Head.from_arrays(rng.standard_normal((6, 3)), rng.standard_normal((6, 3)), beta=beta)
+    path = certificate(str(tmp_path / "same.json"), "attention-distance", 0, Fraction(1, 10 ** 20), h, {}, replacement=h)
+    assert check(path, "fast").status == "REJECTED"                     # float64 cannot see below 1e-14
+    for route in ("arb", "auto"):
+        v = check(path, route)
+        assert v.status == "VERIFIED", (route, v.message)

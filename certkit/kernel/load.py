@@ -18,7 +18,7 @@ from fractions import Fraction
 import flint
 import numpy as np
 
-from .fp import arb_of, arb_up, arb_to_fraction_lower, arb_to_fraction_upper
+from .fp import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, float_up
 
 FORMAT = "certkit-certificate"
 VERSION = (1, 3)
@@ -351,7 +351,7 @@ class Beta:
     every beta in the set.  mid/rad: float64 with |beta - mid| <= rad on the whole set."""
     lo: Fraction
     hi: Fraction
-    ball: object        # flint.arb containing [lo, hi]
+    ball: object        # () -> a flint.arb containing [lo, hi] at the caller's working precision (1/3 too)
     mid: float
     rad: float
     text: str
@@ -367,20 +367,20 @@ def _pair(x, key, path, hint):
 def beta(x, path):
     if isinstance(x, str):
         lo = hi = parse_numeral(x, path)
-        ball, text = arb_of(lo), str(lo)
+        ball, text = (lambda: arb_of(lo)), str(lo)
     elif isinstance(x, dict) and "interval" in x:
         lo, hi = _pair(x, "interval", path, "expected [lo, hi]")
         if lo > hi:
             raise Malformed(f"{path}.interval", f"lo {lo} > hi {hi}")
-        ball = arb_of(lo).union(arb_of(hi))
+        ball = lambda: arb_of(lo).union(arb_of(hi))
         text = f"any in [{lo}, {hi}]"
     elif isinstance(x, dict) and "over_sqrt" in x:
         c, D = _pair(x, "over_sqrt", path, "expected [c, D] meaning beta = c / sqrt(D)")
         if D <= 0:
             raise Malformed(f"{path}.over_sqrt[1]", f"D must be positive, got {D}")
+        ball = lambda: arb_of(c) / arb_of(D).sqrt()
         with flint.ctx.workprec(256):
-            ball = arb_of(c) / arb_of(D).sqrt()
-        lo, hi = arb_to_fraction_lower(ball), arb_to_fraction_upper(ball)
+            lo, hi = arb_to_fraction_lower(ball()), arb_to_fraction_upper(ball())
         text = f"{c}/sqrt({D})"
     else:
         raise Malformed(path, "expected a numeral, {\"interval\": [lo, hi]} or {\"over_sqrt\": [c, D]}")
@@ -389,7 +389,7 @@ def beta(x, path):
     if hi > 10 ** 12:
         raise Malformed(path, f"beta {hi} out of range (<= 1e12)")
     mid = float((lo + hi) / 2)
-    rad = arb_up(abs(ball - flint.arb(mid))) if lo != hi or Fraction(mid) != lo else 0.0
+    rad = float_up(max(abs(lo - Fraction(mid)), abs(hi - Fraction(mid))))      # exact: every beta is in [lo, hi]
     return Beta(lo, hi, ball, mid, rad, text)
 
 

@@ -110,12 +110,12 @@ class Prepared:
         (proofs/softmax-enclosure.md (4)): Q K^T, beta, log w_j, exp, sum and division in Arb from the exact inputs."""
         if self.Kt_arb is None:
             self.Kt_arb = flint.arb_mat(self.Kt.tolist())          # exact, at the first call
-        inst, vis, bias = self.inst, self.visible(idx), self.bias_rows(idx)
+        inst, vis, bias, beta = self.inst, self.visible(idx), self.bias_rows(idx), self.inst.beta.ball()
         logw = [0] * self.Nk if inst.weights is None else [flint.arb(w).log() for w in inst.weights[self.kept].tolist()]
         out = []
         for a, s in enumerate((flint.arb_mat(inst.Q[idx].tolist()) * self.Kt_arb).table()):
             js = np.flatnonzero(vis[a]).tolist()
-            x = [inst.beta.ball * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
+            x = [beta * s[j] + logw[j] + (0 if bias is None else float(bias[a, j])) for j in js]
             shift = flint.arb(max(float(v.mid()) for v in x))
             e = dict(zip(self.cols[js].tolist(), [(v - shift).exp() for v in x]))     # original column: its ball
             Z = sum(e.values(), flint.arb(0))

@@ -320,7 +320,7 @@ def exact_columns(rows, s, wit, eps, r, N):
     (on the balls) and by mpmath at 50 digits (at their midpoints).  Returns (arb chain, mpmath
     chain): the raw balls and mpf values the comparison checks exactly."""
     n = s.inst.n
-    beta_ball = s.inst.beta.ball
+    beta_ball = s.inst.beta.ball()
     ag = arb_geometry(s, wit, beta_ball)
     for q in GEOMETRY:
         rows[q]["arb"] = enc(ag[q])
