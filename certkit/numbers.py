@@ -146,7 +146,7 @@ def parse_peers(x: object, what: str = "peers") -> tuple[str, ...]:
     if isinstance(x, str):
         x = [] if x.strip() == "none" else [p.strip() for p in x.split(",") if p.strip()]
     try:
-        names = tuple(x)  # type: ignore[arg-type]
+        names: tuple[str, ...] = tuple(x)  # type: ignore[arg-type]
     except TypeError:
         raise UserError(f"{what}: expected peer names among {', '.join(PEER_NAMES)}, got {x!r:.60}") from None
     for p in names:

@@ -50,7 +50,7 @@ def test_padding_is_dropped_columns(minilm, tmp_path):
     h = ex.head(c, 2, 3)
     assert h.weights.tolist() == [1.0] * 32 + [0.0] * 8
     assert isinstance(h, Head) and h.name == "l2-h3" and h.beta == OverSqrt(1, 32)
-    assert h.provenance == {"model": "minilm", "layer": 2, "head": 3, "length": 32}
+    assert h.provenance == {"model": "minilm", "layer": 2, "head": 3, "length": 32, "key_layout": "hf"}
     # the Head's attention is the rebuild on the kept columns (one float softmax), zero on the padding
     A = h.attention()
     assert np.max(np.abs(A[:, :32] - ex.rebuild(c, 2, 3))) < 1e-14 and not A[:, 32:].any()
