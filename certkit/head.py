@@ -107,6 +107,7 @@ def beta_too_large(b: "Fraction | OverSqrt | BetaInterval") -> bool:
 
 
 BLOCKED = 1 << 22          # heads with more entries than this get their attention in row blocks
+MAX_ENTRIES = 1 << 28      # n N of a head (a 16384-token head): its attention is n N float64s in memory
 
 
 def softmax_rows(L: np.ndarray) -> np.ndarray:
@@ -143,6 +144,9 @@ class Head:
         Q, K = as_float64(self.queries, "queries"), as_float64(self.keys, "keys")
         if Q.ndim != 2 or K.ndim != 2 or Q.shape[1] != K.shape[1] or 0 in Q.shape or 0 in K.shape:
             raise HeadError(f"queries {Q.shape} and keys {K.shape} must be n x d and N x d with n, N, d >= 1")
+        if Q.shape[0] * K.shape[0] > MAX_ENTRIES:
+            raise HeadError(f"queries {Q.shape} and keys {K.shape}: an attention of {Q.shape[0] * K.shape[0]} entries "
+                            f"(certkit holds at most 2^28 = {MAX_ENTRIES}, a 16384 x 16384 head, in memory)")
         for what, a in (("queries", Q), ("keys", K)):
             if not np.all(np.isfinite(a)):
                 raise HeadError(f"{what}: non-finite entry at {tuple(map(int, np.argwhere(~np.isfinite(a))[0]))}")
@@ -325,7 +329,20 @@ def _load_arrays(path):
     if path.endswith(".npz"):
         try:
             with np.load(path, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
+                known = {a for names in ALIASES.values() for a in names}
+                for k in z.files:            # sizes from the headers, before anything is read
+                    if k in known:
+                        with z.zip.open(k + ".npy") as f:
+                            version = np.lib.format.read_magic(f)
+                            read = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                                else np.lib.format.read_array_header_2_0
+                            shape, _, dtype = read(f)
+                        if int(np.prod(shape, dtype=object)) * dtype.itemsize > MAX_ENTRIES * 8:
+                            raise HeadError(f"{path}: array {k!r} of shape {shape} ({dtype}) is larger than "
+                                            f"{MAX_ENTRIES * 8 >> 30} GiB: certkit does not read it")
+                return {k: z[k] for k in z.files if k in known}       # other arrays are never read
+        except HeadError:
+            raise
         except ValueError as e:
             raise HeadError(f"{path}: unreadable .npz (object arrays need pickle, refused): {e}") from None
         except Exception as e:  # zipfile.BadZipFile, OSError, ...

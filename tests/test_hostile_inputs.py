@@ -182,3 +182,84 @@ def test_a_non_dyadic_beta_is_enclosed_at_the_working_precision(tmp_path, beta):
     for route in ("arb", "auto"):
         v = check(path, route)
         assert v.status == "VERIFIED", (route, v.message)
+
+
+# ---------------------------------------------------------------- GGUF headers that claim more than they hold
+def gguf_bytes(*entries):
+    """A GGUF v3 file with no tensors and the given metadata (key, value bytes after the key)."""
+    out = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + len(entries).to_bytes(8, "little")
+    for key, value in entries:
+        out += len(key).to_bytes(8, "little") + key.encode() + value
+    return out
+
+
+def gguf_string(s):
+    return len(s).to_bytes(8, "little") + s.encode()
+
+
+@pytest.mark.parametrize("name, entries, words", [
+    ("array-2^40", [("general.bomb", (9).to_bytes(4, "little") + (0).to_bytes(4, "little") + (1 << 40).to_bytes(8, "little"))],
+     "'general.bomb': an array of 1099511627776 elements"),
+    ("tokens-3M", [("tokenizer.ggml.tokens", (9).to_bytes(4, "little") + (8).to_bytes(4, "little")
+                    + (3_000_000).to_bytes(8, "little") + gguf_string("a") * 10)], "an array of 3000000 elements"),
+    ("architecture-array", [("general.architecture", (9).to_bytes(4, "little") + (8).to_bytes(4, "little")
+                             + (1).to_bytes(8, "little") + gguf_string("llama"))], "general.architecture"),
+    ("string-beyond-the-file", [("general.name", (8).to_bytes(4, "little") + (1 << 50).to_bytes(8, "little"))],
+     "more than the file holds"),
+])
+def test_a_gguf_header_is_walked_before_anything_is_allocated(tmp_path, name, entries, words):
+    """A 100-byte GGUF that claims a 2^40-element array, a 3,000,000-token list or an array as its
+    architecture gets a one-line error naming the key, within a 1 GiB address space (it took 4.85 GB)."""
+    import resource
+    path = tmp_path / f"{name}.gguf"
+    path.write_bytes(gguf_bytes(*entries))
+
+    def limits():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    r = subprocess.run([sys.executable, "-m", "certkit", "certify", "--model", str(path), "--eps", "1/4", "--peers",
+                        "none", "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, preexec_fn=limits)
+    assert r.returncode == 64 and words in r.stderr and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
+
+
+def test_a_head_file_is_sized_from_its_headers_and_unused_arrays_are_never_read(tmp_path):
+    """A 3 MB .npz of 200000 x 1 queries and keys asked for 298 GiB of attention; a small .npz holding
+    an unused 2 GiB array was read whole.  Now the head's n N is checked (at most 2^28), each known
+    array's size is read from its .npy header before the array, and other arrays are not read."""
+    import numpy as np
+    from certkit.head import Head, HeadError
+    np.savez(tmp_path / "wide.npz", Q=np.zeros((200000, 1)), K=np.zeros((200000, 1)), beta=np.array(1.0))
+    with pytest.raises(HeadError, match="an attention of 40000000000 entries"):
+        Head.from_file(tmp_path / "wide.npz")
+    r = run("certify", tmp_path / "wide.npz", "--eps", "1/4", "--peers", "none", "--out", tmp_path / "out")
+    assert r.returncode == 64 and "40000000000 entries" in r.stderr and "Traceback" not in r.stderr
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "unused.npz", "w") as z:          # a header claiming 2^31 float64s, no data
+        z.writestr("Q.npy", _npy(np.eye(3)))
+        z.writestr("K.npy", _npy(np.eye(3)))
+        z.writestr("junk.npy", _npy_header((1 << 31,)))
+    h = Head.from_file(tmp_path / "unused.npz", beta=1)
+    assert (h.n, h.N) == (3, 3)
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:
+        z.writestr("Q.npy", _npy_header((1 << 31, 1)))
+        z.writestr("K.npy", _npy(np.eye(3)))
+    with pytest.raises(HeadError, match="array 'Q' of shape"):
+        Head.from_file(tmp_path / "huge.npz", beta=1)
+
+
+def _npy(a):
+    import io
+    import numpy as np
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npy_header(shape):
+    """The bytes of a .npy header of a float64 array of this shape, without its data."""
+    import io
+    import numpy as np
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    assert buf.getvalue().startswith(b"\x93NUMPY")                   # the magic string and the header
+    return buf.getvalue()

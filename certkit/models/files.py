@@ -206,6 +206,45 @@ def is_gguf(spec):
     return isinstance(spec, (str, os.PathLike)) and os.fspath(spec).lower().endswith(".gguf")
 
 
+GGUF_ARRAY_LIMIT = 1 << 21        # elements of one metadata array (a vocabulary of 2M tokens is beyond any model here)
+GGUF_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}   # type id -> bytes
+
+
+def scan_gguf_metadata(path, entries):
+    """Walk the metadata of a GGUF file (version 2 or 3) before any library reads it: every key and
+    string within the file, every array of at most GGUF_ARRAY_LIMIT elements whose bytes the file
+    holds, so that a 100 KB file cannot claim an array of 2^40 elements (ModelError naming the key)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        f.seek(24)
+
+        def u(n):
+            b = f.read(n)
+            if len(b) != n:
+                raise ModelError(f"{path}: the GGUF metadata ends early (truncated file)")
+            return int.from_bytes(b, "little")
+
+        def string(what):
+            n = u(8)
+            if n > size - f.tell():
+                raise ModelError(f"{path}: {what} claims a string of {n} bytes, more than the file holds")
+            return f.read(n)
+        for _ in range(entries):
+            key = string("a metadata key").decode("utf-8", "replace")[:80]
+            kind = u(4)
+            kind, count = (u(4), u(8)) if kind == 9 else (kind, 1)          # an array: element type, then count
+            if kind == 9 or (kind not in GGUF_SCALAR and kind != 8):
+                raise ModelError(f"{path}: metadata {key!r}: value type {kind} is not one certkit reads")
+            if count > GGUF_ARRAY_LIMIT or count * GGUF_SCALAR.get(kind, 8) > size - f.tell():
+                raise ModelError(f"{path}: metadata {key!r}: an array of {count} elements (certkit reads at most "
+                                 f"{GGUF_ARRAY_LIMIT}, and only what the file holds)")
+            if kind == 8:
+                for _ in range(count):
+                    string(f"metadata {key!r}")
+            else:
+                f.seek(count * GGUF_SCALAR[kind], os.SEEK_CUR)
+
+
 def check_gguf(path):
     """(architecture, {quantity: value}, {tensor type: count}) of a GGUF file whose header, sizes
     and architecture pass the same checks as a folder's config.json (module docstring); the header
@@ -224,6 +263,7 @@ def check_gguf(path):
     if version not in (2, 3) or tensors > GGUF_LIMIT or entries > GGUF_LIMIT:
         raise ModelError(f"{path}: GGUF version {version} with {tensors} tensors and {entries} metadata entries: "
                          f"certkit reads versions 2 and 3 with at most {GGUF_LIMIT} of each")
+    scan_gguf_metadata(path, entries)
     from gguf import GGUFReader
     try:
         reader = GGUFReader(path)
@@ -237,7 +277,7 @@ def check_gguf(path):
     except Exception as e:                   # the gguf library's own checks: offsets, types, truncation
         raise ModelError(f"{path}: not a valid GGUF file ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__})") from None
     arch = meta.get("general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in GGUF_ARCHITECTURES:
         raise ModelError(f"{path}: general.architecture {_short(arch)} is not supported; certkit reads GGUF files of "
                          f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
     found = [(q, f"{arch}.{key}", meta[f"{arch}.{key}"]) for q, key in GGUF_SIZE_KEYS.items()
