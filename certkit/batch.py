@@ -262,7 +262,7 @@ class Log:
             return None
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):          # not JSON, or nested deeper than Python's stack
             return None
         ok = (isinstance(rec, dict) and set(rec) == FIELDS and isinstance(rec["file"], str)
               and isinstance(rec["status"], str) and isinstance(rec["exit_code"], int))

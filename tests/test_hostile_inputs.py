@@ -263,3 +263,21 @@ def _npy_header(shape):
     np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
     assert buf.getvalue().startswith(b"\x93NUMPY")                   # the magic string and the header
     return buf.getvalue()
+
+
+def test_a_log_line_nested_past_pythons_stack_is_an_ignored_line(tmp_path):
+    """--resume with a --log line of 100,000 '[' (json.loads raised RecursionError: exit 4): the line is
+    not a record, so it is ignored and its file is checked again."""
+    log = tmp_path / "run.jsonl"
+    log.write_text("[" * 100000 + "\n")
+    r = run("verify", "--log", log, "--resume", CERT)
+    assert r.returncode == 0 and "1 incomplete line(s)" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_token_ids_beyond_int64_are_refused_by_name(tmp_path):
+    from certkit.errors import UserError
+    from certkit.models.extract import read_tokens_file
+    f = tmp_path / "toks.txt"
+    f.write_text("12 99999999999999999999999 7\n")
+    with pytest.raises(UserError, match="'99999999999999999999999' is not an integer token id"):
+        read_tokens_file(f)

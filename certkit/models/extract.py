@@ -398,11 +398,11 @@ def read_tokens_file(path, what="--tokens"):
         a = a.reshape(-1)
     else:
         parts = raw.decode("utf-8", errors="replace").replace(",", " ").split()
-        try:
-            a = np.array([int(p) for p in parts], dtype=np.int64)
-        except ValueError:
-            bad = next(p for p in parts if not p.lstrip("+-").isdigit())
-            raise UserError(f"{what} {path}: {bad[:40]!r} is not an integer token id") from None
+        bad = next((p for p in parts if not p.lstrip("+-").isdigit() or len(p) > 12), None)
+        if bad is not None:
+            raise UserError(f"{what} {path}: {bad[:40]!r} is not an integer token id"
+                            + (" (at most 12 digits)" if bad.lstrip("+-").isdigit() else "")) from None
+        a = np.array([int(p) for p in parts], dtype=np.int64)
     if a.size == 0:
         raise UserError(f"{what} {path}: the file holds no token ids")
     return a
