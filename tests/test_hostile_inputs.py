@@ -7,6 +7,7 @@ written through a link; `verify -` creates nothing at all.
 """
 import os
 import pathlib
+import re
 import stat
 import subprocess
 import sys
@@ -281,3 +282,68 @@ def test_token_ids_beyond_int64_are_refused_by_name(tmp_path):
     f.write_text("12 99999999999999999999999 7\n")
     with pytest.raises(UserError, match="'99999999999999999999999' is not an integer token id"):
         read_tokens_file(f)
+
+
+# ---------------------------------------------------------------- model folders
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    import torch
+    folder = tmp_path_factory.mktemp("bert") / "bert"
+    c = transformers.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.BertModel(c).save_pretrained(folder)
+    return folder
+
+
+def copy_with(src, dst, **config):
+    import json
+    import shutil
+    shutil.copytree(src, dst)
+    doc = json.loads((dst / "config.json").read_text())
+    doc.update(config)
+    (dst / "config.json").write_text(json.dumps(doc))
+    return dst
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"model_type": ["bert"]}, "model_type ['bert'] is not supported"),
+    ({"model_type": {"a": 1}}, "model_type {'a': 1} is not supported"),
+    ({"type_vocab_size": 1 << 24}, "type_vocab_size = 16777216: the token types must be an integer in 1..1024"),
+])
+def test_config_values_of_the_wrong_type_or_size_are_refused_by_name(bert_folder, tmp_path, edit, words):
+    from certkit.models.files import ModelError, check_config
+    with pytest.raises(ModelError, match=re.escape(words)):
+        check_config(str(copy_with(bert_folder, tmp_path / "m", **edit)))
+
+
+def test_a_config_nested_past_pythons_stack_is_refused(bert_folder, tmp_path):
+    from certkit.models.files import ModelError, check_config
+    m = copy_with(bert_folder, tmp_path / "m")
+    (m / "config.json").write_text("[" * 200000 + "]" * 200000)
+    with pytest.raises(ModelError, match="nested deeper"):
+        check_config(str(m))
+
+
+def test_model_files_that_link_out_of_the_folder_are_refused_but_a_hf_cache_snapshot_loads(bert_folder, tmp_path):
+    """As a certificate's sidecar: a config.json or model.safetensors that resolves outside the model
+    folder is refused; Hugging Face's cache layout (snapshots/<rev>/ linking to ../../blobs/) is not 'out'."""
+    from certkit.models.files import ModelError, check_config, check_weights
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (linked / f).symlink_to(bert_folder / f)
+    with pytest.raises(ModelError, match="a link out of the model folder"):
+        check_config(str(linked))
+    (linked / "config.json").unlink()
+    (linked / "config.json").write_text((bert_folder / "config.json").read_text())
+    with pytest.raises(ModelError, match="a link out of the model folder"):
+        check_weights(str(linked))
+    snap, blobs = tmp_path / "models--x" / "snapshots" / "abc", tmp_path / "models--x" / "blobs"
+    snap.mkdir(parents=True)
+    blobs.mkdir()
+    for f, blob in (("config.json", "c1"), ("model.safetensors", "w1")):
+        (blobs / blob).write_bytes((bert_folder / f).read_bytes())
+        (snap / f).symlink_to(pathlib.Path("..") / ".." / "blobs" / blob)
+    assert check_config(str(snap))["model_type"] == "bert" and len(check_weights(str(snap))) == 1

@@ -43,6 +43,7 @@ SIZE_FIELDS = {
     "feed-forward width": (("intermediate_size", "n_inner", "hidden_dim"), 1 << 18),
     "vocabulary": (("vocab_size",), 1 << 22),
     "positions": (("max_position_embeddings", "n_positions", "n_ctx"), 1 << 21),
+    "token types": (("type_vocab_size",), 1 << 10),
 }
 UNSAFE_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
 
@@ -59,6 +60,21 @@ def locate(spec):
     return spec
 
 
+def inside(folder, path):
+    """path, when its real path (links resolved) stays inside folder; a link out of the model folder
+    is refused as a certificate's sidecar is (ModelError naming it).  One layout is known and allowed:
+    a Hugging Face cache snapshot (.../models--x/snapshots/<rev>/), whose files link to ../../blobs/."""
+    roots = [os.path.realpath(folder)]
+    parent = os.path.dirname(os.path.abspath(folder))
+    if os.path.basename(parent) == "snapshots":
+        roots.append(os.path.realpath(os.path.join(parent, "..", "blobs")))
+    real = os.path.realpath(path)
+    if not any(os.path.commonpath([r, real]) == r for r in roots):
+        raise ModelError(f"{path}: a link out of the model folder (to {os.path.realpath(path)}); certkit reads a "
+                         f"model's files only inside its folder")
+    return path
+
+
 def read_json(path, what):
     """A JSON object from a small regular file (ModelError naming the file otherwise)."""
     try:
@@ -73,6 +89,8 @@ def read_json(path, what):
         raise ModelError(f"{path}: cannot read the {what} ({e.strerror})") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise ModelError(f"{path}: not valid JSON ({str(e)[:120]})") from None
+    except RecursionError:
+        raise ModelError(f"{path}: JSON nested deeper than certkit reads") from None
     if not isinstance(doc, dict):
         raise ModelError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     return doc
@@ -80,10 +98,10 @@ def read_json(path, what):
 
 def check_config(folder):
     """config.json of a model folder as a dict, its architecture and sizes checked (module docstring)."""
-    path = os.path.join(folder, "config.json")
+    path = inside(folder, os.path.join(folder, "config.json"))
     config = read_json(path, "config.json")
     model_type = config.get("model_type")
-    if model_type not in fam.FAMILIES:
+    if not isinstance(model_type, str) or model_type not in fam.FAMILIES:
         custom = " (it names custom code in auto_map, which certkit never runs)" if "auto_map" in config else ""
         raise ModelError(f"{path}: model_type {model_type!r} is not supported{custom}; certkit reads {fam.SUPPORTED}")
     found = [(quantity, key, config[key]) for quantity, (keys, _) in SIZE_FIELDS.items() for key in keys
@@ -146,7 +164,7 @@ def check_weights(folder):
     index = os.path.join(folder, "model.safetensors.index.json")
     single = os.path.join(folder, "model.safetensors")
     if os.path.exists(index):
-        weight_map = read_json(index, "weight index").get("weight_map")
+        weight_map = read_json(inside(folder, index), "weight index").get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ModelError(f"{index}: no weight_map object naming the weight files")
         names = sorted(set(weight_map.values()), key=str)
@@ -162,7 +180,7 @@ def check_weights(folder):
         hint = f" (found {', '.join(others[:3])}: pickle-based weights, which certkit never loads)" if others else ""
         raise ModelError(f"{folder}: no model.safetensors or model.safetensors.index.json{hint}")
     for path in files:
-        check_safetensors(path)
+        check_safetensors(inside(folder, path))
     return files
 
 
