@@ -59,7 +59,8 @@ def open_regular(path, flags, name=None):
     name = name or path
     refuse_unless_regular(path, name)
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        extra = sum(getattr(os, f, 0) for f in ("O_NOFOLLOW", "O_NONBLOCK", "O_CLOEXEC"))   # POSIX; 0 elsewhere
+        fd = os.open(path, flags | os.O_CREAT | extra, 0o666)
     except OSError as e:
         if e.errno == errno.ELOOP:
             refuse_unless_regular(path, name)
