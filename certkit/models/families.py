@@ -85,14 +85,16 @@ OUTPUT_PROJECTION = {
 INTERLEAVED_KEYS = ("llama", "mistral")
 
 
-def output_projection(family, base):
-    """[W_O of each layer] as float64 arrays (H d_v x d_model): out = concat_h(O_h) W_O (+ bias)."""
+def output_projection(family, base, layers):
+    """[W_O of each layer in `layers`] as float64 arrays (H d_v x d_model): out = concat_h(O_h) W_O (+ bias);
+    only the layers asked for are copied (a 7B model's W_O is 4 GiB of float64 in all)."""
     import numpy as np
+    mods = list(OUTPUT_PROJECTION[family.name](base))
     out = []
-    for m in OUTPUT_PROJECTION[family.name](base):
-        w = m.weight.detach().to("cpu").double().numpy()
-        out.append(w if type(m).__name__ == "Conv1D" else w.T)
-    return [np.ascontiguousarray(w) for w in out]
+    for l in layers:
+        w = mods[l].weight.detach().to("cpu").double().numpy()
+        out.append(np.ascontiguousarray(w if type(mods[l]).__name__ == "Conv1D" else w.T))
+    return out
 
 
 def family_of(config):
