@@ -82,12 +82,17 @@ def quantize(head: Head, scheme: str = "int8") -> Head:
     return _replacement(head, f"quant:{scheme}", queries=q(head.queries), keys=q(head.keys))
 
 
+def kv_spec(keys: str | None, values: str | None) -> str:
+    """The spelling of a KV cache setting: kv:q4_0 (keys and values alike), else kv:k=..,v=.. (a None left out)."""
+    return f"kv:{keys}" if keys == values else "kv:" + ",".join(f"{n}={f}" for n, f in (("k", keys), ("v", values)) if f)
+
+
 def kv(head: Head, keys: str | None, values: str | None) -> Head:
     """A KV cache in an engine's format (certkit.kvcache): the keys the cache hands back in format
     `keys` (in the engine's layout: provenance key_layout, llama.cpp's rotary layout for Llama-family
     model heads) and, for a head with values, the values in format `values` (None: kept as they
     are); queries, beta, weights, bias and mask unchanged."""
-    spec = f"kv:{keys}" if keys == values else "kv:" + ",".join(f"{n}={f}" for n, f in (("k", keys), ("v", values)) if f)
+    spec = kv_spec(keys, values)
     changes: dict[str, Any] = {}
     if keys is not None:
         changes["keys"] = dequantised(head.keys, keys, head.provenance.get("key_layout", "hf"))
@@ -323,8 +328,7 @@ def _kv_methods(part: str, rest: str) -> list[Method]:
                 raise MethodError(f"--method {part!r}: expected k=FORMAT and/or v=FORMAT, once each")
             p[key] = fmt(val)
         bits = [KV_FORMATS[f].bits for f in p.values()]
-        spec = f"kv:{p['k']}" if p.get("k") == p.get("v") else "kv:" + ",".join(f"{k}={v}" for k, v in sorted(p.items()))
-        return [Method(spec, "kv", sum(bits) / len(bits), tuple(sorted(p.items())))]
+        return [Method(kv_spec(p.get("k"), p.get("v")), "kv", sum(bits) / len(bits), tuple(sorted(p.items())))]
     return [Method(f"kv:{fmt(s)}", "kv", KV_FORMATS[s].bits, (("k", s), ("v", s))) for s in items]
 
 

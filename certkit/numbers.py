@@ -267,16 +267,17 @@ def parse_indices(x: Any, what: str) -> str | list[int]:
     if isinstance(x, str):
         for part in x.split(","):
             part = part.strip()
-            ends = part.split("-") if "-" in part else [part] if part else []
-            if not all(re.fullmatch(r"\s*\d+\s*", v) for v in ends) or len(ends) > 2:
+            if not part:
+                continue
+            ends = part.split("-")                    # "5" or "0-6"
+            if len(ends) > 2 or not all(re.fullmatch(r"\s*\d+\s*", v) for v in ends):
                 raise UserError(f"{what}: cannot read {part[:40]!r} (use 'all', '0-6' or '0,3,5')")
-            a, b = (min(int(v), MAX_INDEX + 1) if len(v.strip()) <= 12 else MAX_INDEX + 1 for v in (ends * 2)[:2]) \
-                if ends else (0, -1)
-            if max(a, b) > MAX_INDEX:          # checked before the range is expanded
+            a, b = (int(v) if len(v.strip()) <= 12 else MAX_INDEX + 1 for v in (ends[0], ends[-1]))
+            if max(a, b) > MAX_INDEX:                 # checked before the range is expanded
                 raise UserError(f"{what}: {part[:40]!r} names an index beyond the largest, {MAX_INDEX}")
-            if b < a and len(ends) == 2:
+            if b < a:
                 raise UserError(f"{what}: {part!r} is an empty range (write it low-high)")
-            out.update(range(a, b + 1) if len(ends) == 2 else [a] if ends else [])
+            out.update(range(a, b + 1))
     else:
         try:
             out = {int(v) for v in x}

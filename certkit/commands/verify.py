@@ -179,7 +179,7 @@ def run(args):
                 else:
                     print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
         # (item, byte offset of its record in the log: taken from there, or None: checked now)
-        plan = [(it, log.find(it.label, it.path) if args.resume else None) for it in items]
+        plan = [(it, log.find(it.label, it.path) if args.resume and it.data is None else None) for it in items]
         t0 = time.perf_counter()
         tasks = (Task(it.label, it.path, it.data) for it, offset in plan
                  if offset is None or recheck)
