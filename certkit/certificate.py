@@ -203,15 +203,56 @@ class OutputComparison(Comparison):
     a head with values V (and its slice W of the output projection) and a replacement with values
     V': the error of the head's output on these very values, proved by a kernel-VERIFIED
     attention-output-distance certificate (format 1.3).  The fields of a Comparison (kernel_bound
-    None where the kernel proved no bound), and the norm and whether the error is relative."""
+    None where the kernel proved no bound), the norm, whether the error is relative, and rows: the
+    per-token bounds and float measurements (certkit.search.compare.OutputRows; stats())."""
     norm: str = "inf"
     relative: bool = False
+    rows: Any = None
 
     def row(self, file: str | None = None) -> dict[str, Any]:
-        """A summary row (as certkit compare's, with the norm and whether the error is relative)."""
-        return {**super().row(file), "norm": self.norm, "relative": self.relative}
+        """A summary row (as certkit compare's, with the norm, whether the error is relative, and per-token stats)."""
+        return {**super().row(file), "norm": self.norm, "relative": self.relative,
+                **({} if self.rows is None else self.rows.stats())}
 
     def __repr__(self) -> str:
         what = f"||(A V W - A' V' W)_i||_{self.norm}" + (f" / ||(A V W)_i||_{self.norm}" if self.relative else "")
         d = "not proved" if self.distance is None else f"<= {float(self.distance):.4g}"
         return f"OutputComparison({self.head.name} vs {self.method}: max_i {what} {d}, float {self.estimate:.4g})"
+
+
+@dataclass(frozen=True, eq=False)
+class LayerComparison:
+    """The attention block of a layer: max_i ||(sum_h (A_h V_h - A'_h V'_h) W_O^h)_i|| <= distance (norm "inf"
+    or "2"; relative: over ||(sum_h A_h V_h W_O^h)_i||), every head with its values and its slice of the
+    output projection, proved by one kernel-VERIFIED attention-output-distance certificate whose instance
+    is the layer ({"heads": [...]}, format 1.3).  rows: per token, the certified bound of ||D_i|| and of the
+    relative error and their float values (stats(): max / mean / p99 of each)."""
+    layer: str
+    method: str
+    heads: list
+    replacements: list
+    distance: Fraction | None
+    estimate: float
+    kernel_bound: float | None
+    certificate: "Certificate | None"
+    verdict: Verdict
+    seconds: float
+    norm: str
+    relative: bool
+    rows: Any
+
+    def row(self, file: str | None = None) -> dict[str, Any]:
+        """The summary row of `certkit compare --level layer`."""
+        h = self.heads[0]
+        return {"head": self.layer, "layer": self.layer, "method": self.method, "heads": len(self.heads), "n": h.n,
+                "norm": self.norm, "relative": self.relative,
+                "certified": None if self.distance is None else decimal(self.distance),
+                "certified_float": None if self.distance is None else float(self.distance),
+                "estimate": self.estimate, "kernel_bound": self.kernel_bound, "verdict": self.verdict.status,
+                **self.rows.stats(), "file": file, "seconds": self.seconds}
+
+    def __repr__(self) -> str:
+        what = f"||D_i||_{self.norm}" + (f" / ||O_i||_{self.norm}" if self.relative else "")
+        d = "not proved" if self.distance is None else f"<= {float(self.distance):.4g}"
+        return (f"LayerComparison({self.layer}, {len(self.heads)} heads vs {self.method}: max_i {what} {d}, "
+                f"float {self.estimate:.4g})")

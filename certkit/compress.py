@@ -15,8 +15,11 @@ Methods (`method(head, spec)` reads the command-line spelling):
     quant:int8 | quant:int4 | quant:fp8     queries and keys quantised together, one scale per channel
                                             over the whole sequence (quantize; not an engine's cache format)
     lowrank:k=16 [,of=keys|logits]          rank-k keys or rank-k logits (lowrank)
-    evict:sinks=4,window=64 [,heavy=8]      an evicted KV cache of a causal or sliding-window head (evict);
-                                            evict:keep=0-15,40 keeps a list (any head)
+    evict:sinks=4,window=64 [,heavy=8]      an evicted KV cache of a causal or sliding-window head as it
+                                            streams: StreamingLLM, with heavy= H2O online (evict,
+                                            certkit.streaming); evict:keep=0-15,40 keeps a list (any head)
+    kivi:bits=2,group=32,residual=32        KIVI: keys per channel, values per token, b-bit groups with a
+                                            zero point, a full-precision residual (output level: values)
     window:w=128                            sliding-window attention (window)
     topk:k=32                               top-k attention per row (topk)
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from .errors import UserError
 from .head import Head, RowMask
+from . import streaming
 from .kvcache import FORMATS as KV_FORMATS, dequantised
 from .numbers import parse_indices
 
@@ -127,32 +131,28 @@ def _positions(head: Head) -> np.ndarray:
 
 
 def evict(head: Head, sinks: int = 4, window: int = 64, heavy: int = 0) -> Head:
-    """An evicted KV cache (attention sinks plus a recent window, optionally heavy hitters): query i
-    attends only to the first `sinks` keys, the `window` most recent keys up to its position
-    (window >= 1: its own key is always there) and the `heavy` keys with the largest total
-    attention mass sum_i A_ij; every other key is evicted (A'_ij = 0, softmax over the kept keys).
-    Only for a head with a causal or sliding-window mask: an encoder has no "recent" keys (MethodError;
-    use window: or evict:keep=).  Without heavy hitters on a causal head (or a window head, without
-    sinks) this is a row mask (exact, a few numbers in the certificate), else a logit bias (drop_keys)."""
+    """An evicted KV cache as it streams (certkit.streaming): query i attends only to the first `sinks`
+    keys, the `window` most recent keys up to its position (window >= 1: its own key is always there)
+    and, with heavy > 0, at most `heavy` heavy hitters chosen online from past queries' attention (H2O);
+    every other key is evicted for good (A'_ij = 0, softmax over the kept keys).  Only for a head with
+    a causal or sliding-window mask: an encoder has no "recent" keys (MethodError; use window: or
+    evict:keep=).  Stated exactly: a row mask where one says it (a causal head, or a window head without
+    sinks), else per-key row intervals (format 1.3)."""
     if sinks < 0 or window < 1 or heavy < 0:
         raise MethodError(f"evict:sinks={sinks},window={window},heavy={heavy}: need sinks, heavy >= 0 and "
                           "window >= 1 (the query's own key)")
     spec = f"evict:sinks={sinks},window={window}" + (f",heavy={heavy}" if heavy else "")
     m = head.mask
-    if m is None:
+    if not isinstance(m, RowMask):
         raise MethodError(f"{spec}: head {head.name!r} has no causal or sliding-window mask (an encoder: every "
                           f"query sees every key, so a cache of recent keys is not defined); use window:w= for a "
                           f"window centred on each query or evict:keep= for a fixed set of keys")
-    if not heavy and not m.sinks and (m.window is None or not sinks):   # the kept keys are a row mask: exact
+    if heavy:
+        return streaming.h2o(head, heavy, window, sinks)
+    if not m.sinks and (m.window is None or not sinks):   # the kept keys are a row mask
         return _replacement(head, spec, mask=RowMask(m.offset, window if m.window is None else min(window, m.window),
                                                      sinks))
-    pos = np.clip(_positions(head), 0, head.N - 1)
-    cols = [np.broadcast_to(np.arange(min(sinks, head.N)), (head.n, min(sinks, head.N)))]
-    cols.append(np.clip(pos[:, None] - np.arange(window)[None, :], 0, head.N - 1))
-    mass = head.attention().sum(axis=0)
-    cols.append(np.broadcast_to(np.sort(np.argsort(-mass, kind="stable")[:heavy]), (head.n, min(heavy, head.N))))
-    keys = np.minimum(np.concatenate(cols, axis=1), pos[:, None])        # nothing after the query's position
-    return drop_keys(head, spec, keys)
+    return streaming.evict_recent(head, sinks, window)
 
 
 def keep(head: Head, keys: Any) -> Head:
@@ -254,11 +254,13 @@ class Method:
             return evict(head, p.get("sinks", 0), p.get("window", 0), p.get("heavy", 0))
         if f == "window":
             return window(head, p["w"])
+        if f == "kivi":
+            return streaming.kivi(head, p.get("bits", 2), p.get("group", 32), p.get("residual", 32))
         return topk(head, p["k"])
 
 
 FAMILIES = {"kv": ("k", "v"), "quant": (), "lowrank": ("k", "of"), "evict": ("sinks", "window", "heavy", "keep"),
-            "window": ("w",), "topk": ("k",)}
+            "window": ("w",), "topk": ("k",), "kivi": ("bits", "group", "residual")}
 BITS = {"int8": 8, "int4": 4, "fp8": 8}
 
 
@@ -303,8 +305,11 @@ def parse_methods(text: str) -> list[Method]:
             if fam in ("lowrank", "topk") and "k" not in p or fam == "window" and "w" not in p:
                 raise MethodError(f"--method {part!r}: missing {'w' if fam == 'window' else 'k'}=")
             spec = f"{fam}:" + ",".join(f"{k}={_ranges(np.array(v)) if k == 'keep' else v}" for k, v in p.items())
+            if fam == "kivi":
+                p = {"bits": 2, "group": 32, "residual": 32} | p
+                spec = "kivi:" + ",".join(f"{k}={v}" for k, v in p.items())
             cost = (len(p["keep"]) if "keep" in p else p.get("sinks", 0) + p.get("window", 0) + p.get("heavy", 0)) \
-                if fam == "evict" else p["w"] if fam == "window" else p["k"]
+                if fam == "evict" else p["w"] if fam == "window" else p["bits"] if fam == "kivi" else p["k"]
             out.append(Method(spec, fam, cost, tuple(sorted(p.items()))))
     if not out:
         raise MethodError("--method: no method given")

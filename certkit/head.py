@@ -69,6 +69,13 @@ class RowMask:
         j = np.arange(N)[None, :]
         return (j < hi[:, None]) & ((j >= lo[:, None]) | (j < self.sinks))
 
+    def key_rows(self, N: int) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi) per key: key j is visible to the rows lo_j <= i < hi_j (lo_j = j - offset; hi_j = lo_j +
+        window, or unbounded for a sink or without a window), the kernel's reading of every mask."""
+        lo = np.arange(N, dtype=np.int64) - self.offset
+        far = lo + UNBOUNDED
+        return lo, np.where(np.arange(N) < self.sinks, far, far if self.window is None else lo + self.window)
+
     def json(self) -> dict[str, str]:
         """The "row_mask" object (format 1.1; with sinks, 1.2)."""
         return ({"offset": str(self.offset)} | ({} if self.window is None else {"window": str(self.window)})
@@ -78,6 +85,45 @@ class RowMask:
         o = f"{self.offset:+d}" if self.offset else ""
         text = f"causal(i{o})" if self.window is None else f"window(i{o}, {self.window})"
         return text + (f" + {self.sinks} sinks" if self.sinks else "")
+
+
+UNBOUNDED = 1 << 42       # a row bound past every row (row and offset limits are far below)
+
+
+@dataclass(frozen=True, eq=False)
+class KeyRows:
+    """Which queries see each key when a cache changes over time: key j is visible to query i iff
+    start_j <= i < stop_j.  An evicted key (H2O, a recent window) leaves for good at its stop; a key
+    stored twice (full precision, then quantised, as KIVI does) is two keys whose intervals meet.  A
+    masked entry of A is exactly 0 (certificate format 1.3, "row_mask" {"from", "until"}); `label`
+    names the cache in messages."""
+    start: np.ndarray
+    stop: np.ndarray
+    label: str = "key rows"
+
+    def __post_init__(self) -> None:
+        a, b = (np.asarray(x) for x in (self.start, self.stop))
+        if a.ndim != 1 or a.shape != b.shape or a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+            raise HeadError(f"KeyRows: start and stop must be integer arrays of one length, got {a.shape}, {b.shape}")
+        object.__setattr__(self, "start", a.astype(np.int64))
+        object.__setattr__(self, "stop", b.astype(np.int64))
+
+    def key_rows(self, N: int) -> tuple[np.ndarray, np.ndarray]:
+        if len(self.start) != N:
+            raise HeadError(f"mask {self}: {len(self.start)} keys' row intervals for {N} keys")
+        return self.start, self.stop
+
+    def visible(self, rows: Any, N: int) -> np.ndarray:
+        """Boolean matrix len(rows) x N: True where key j is visible to row i."""
+        i = np.asarray(rows, dtype=np.int64)[:, None]
+        return (self.start[None, :N] <= i) & (i < self.stop[None, :N])
+
+    def json(self) -> dict[str, list[str]]:
+        """The "row_mask" object of format 1.3."""
+        return {"from": [str(int(v)) for v in self.start], "until": [str(int(v)) for v in self.stop]}
+
+    def __str__(self) -> str:
+        return self.label
 
 
 def as_float64(x: Any, what: str) -> np.ndarray:
@@ -136,7 +182,7 @@ class Head:
     bias: np.ndarray | None = None
     name: str = "head"
     provenance: dict[str, Any] = field(default_factory=dict)
-    mask: RowMask | None = None            # causal / sliding-window row mask (None: every key visible)
+    mask: "RowMask | KeyRows | None" = None  # causal / sliding-window row mask, or per-key rows (None: all visible)
     values: np.ndarray | None = None       # V (N x d_v): the output A V (format 1.3 output distances)
     projection: np.ndarray | None = None   # W (d_v x d_out): the head's slice of the output projection
 
@@ -161,12 +207,14 @@ class Head:
             if bias.shape != (Q.shape[0], K.shape[0]) or not np.all(np.isfinite(bias)):
                 raise HeadError(f"bias: need finite entries and shape {(Q.shape[0], K.shape[0])}, got {bias.shape}")
         if self.mask is not None:
-            if not isinstance(self.mask, RowMask):
-                raise HeadError(f"mask: expected a certkit.RowMask, got {type(self.mask).__name__}")
-            seen = np.concatenate([[0], np.cumsum(np.ones(K.shape[0], dtype=bool) if w is None else w > 0)])
-            lo, hi = (np.clip(b, 0, K.shape[0]) for b in self.mask.bounds(np.arange(Q.shape[0])))
-            lo = np.minimum(lo, hi)
-            empty = np.flatnonzero(seen[hi] - seen[lo] + seen[np.minimum(self.mask.sinks, lo)] == 0)
+            if not isinstance(self.mask, (RowMask, KeyRows)):
+                raise HeadError(f"mask: expected a certkit.RowMask or KeyRows, got {type(self.mask).__name__}")
+            lo, hi = (np.clip(b, 0, Q.shape[0]) for b in self.mask.key_rows(K.shape[0]))
+            kept = np.ones(K.shape[0], dtype=bool) if w is None else w > 0
+            seen = np.zeros(Q.shape[0] + 1, dtype=np.int64)        # kept keys per row, by differences
+            np.add.at(seen, lo[kept], 1)
+            np.add.at(seen, hi[kept], -1)
+            empty = np.flatnonzero(np.cumsum(seen)[:-1] <= 0)
             if empty.size:
                 raise HeadError(f"mask {self.mask}: query {int(empty[0])} sees no key (every row needs one)")
         V = W = None
@@ -290,7 +338,7 @@ class Head:
         from .kernel.numerics import make_instance
         try:
             return make_instance(self.beta_json(), self.queries, self.keys, self.weights, self.bias,
-                                 None if self.mask is None else self.mask.json())
+                                 None if self.mask is None else self.mask.json(), minor=3)
         except (Malformed, Unsupported) as e:
             what = re.sub(r"\$\.instance\.?", "", str(e)).lstrip(": ")
             what = re.sub(r"\d{25,}", lambda m: brief(int(m.group())), what)

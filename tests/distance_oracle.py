@@ -7,7 +7,8 @@ Nothing of certkit is used: numerals are read here (hex floats by float.fromhex,
 p/q and decimals by Fraction), inner products are exact rationals, and only exp, log and sqrt are
 rounded (at DIGITS digits, so the result is good to far more digits than any claim states).  Row i
 sees the keys j with positive column weight inside its row mask: j <= i + o and (i + o - w < j or
-j < sinks); A_ij = 0 for every other key."""
+j < sinks), or (format 1.3) from_j <= i < until_j; A_ij = 0 for every other key.  A layer ({"heads": [...]})
+sums its heads' outputs."""
 import json
 from fractions import Fraction
 
@@ -52,7 +53,9 @@ def attention(head):
     rows = []
     for i in range(n):
         seen = [j for j in range(N) if w[j] > 0]
-        if mask is not None:
+        if mask is not None and "from" in mask:
+            seen = [j for j in seen if int(number(mask["from"][j])) <= i < int(number(mask["until"][j]))]
+        elif mask is not None:
             hi = i + int(number(mask["offset"]))
             lo = hi - int(number(mask["window"])) if "window" in mask else -1
             sinks = int(number(mask.get("sinks", "0")))
@@ -97,27 +100,34 @@ def claim_is_false(doc, margin=Fraction(1, 10 ** 30)):
 # ---------------------------------------------------------------- output distances (format 1.3)
 def output_rows(doc):
     """[(||D_i||, ||(A V W)_i||)] of an attention-output-distance document, D = A V W - A' V' W, in the
-    claim's norm (the quantity's suffix _inf or _2), W the projection (the identity when absent).
-    V, V' and W are exact rationals; every product and sum is exact but for the mpf attention rows."""
+    claim's norm (the quantity's suffix _inf or _2), W the projection (the identity when absent); a layer
+    sums A V W and A' V' W over its heads.  V, V' and W are exact rationals; every product and sum is
+    exact but for the mpf attention rows."""
     inst = doc["instance"]
     norm = doc["claim"]["quantity"].rsplit("_", 1)[1]
-    with mpmath.workdps(DIGITS):
-        A, B = attention(inst), attention(inst["replacement"])
-        V, V2 = matrix(inst["values"]), matrix(inst["replacement"]["values"])
-        if "projection" in inst:
-            W = matrix(inst["projection"])
-            V, V2 = ([[sum((v[a] * W[a][c] for a in range(len(W))), Fraction(0)) for c in range(len(W[0]))]
-                      for v in M] for M in (V, V2))
-        P, P2 = ([[mpf(x) for x in row] for row in M] for M in (V, V2))
 
-        def size(x):
-            return max(abs(t) for t in x) if norm == "inf" else mpmath.sqrt(mpmath.fsum(t * t for t in x))
-        out = []
-        for a, b in zip(A, B):
-            o = [mpmath.fsum(a[j] * P[j][c] for j in range(len(P))) for c in range(len(P[0]))]
-            o2 = [mpmath.fsum(b[j] * P2[j][c] for j in range(len(P2))) for c in range(len(P2[0]))]
-            out.append((size([x - y for x, y in zip(o, o2)]), size(o)))
-        return out
+    def size(x):
+        return max(abs(t) for t in x) if norm == "inf" else mpmath.sqrt(mpmath.fsum(t * t for t in x))
+    with mpmath.workdps(DIGITS):
+        total = None
+        for head in inst.get("heads", [inst]):
+            outs = head_outputs(head)
+            total = outs if total is None else [[[x + y for x, y in zip(r, t)] for r, t in zip(R, T)]
+                                                for R, T in zip(total, outs)]
+        return [(size([x - y for x, y in zip(o, o2)]), size(o)) for o, o2 in zip(*total)]
+
+
+def head_outputs(head):
+    """(rows of A V W, rows of A' V' W) of one head object with its replacement, values and projection."""
+    A, B = attention(head), attention(head["replacement"])
+    V, V2 = matrix(head["values"]), matrix(head["replacement"]["values"])
+    if "projection" in head:
+        W = matrix(head["projection"])
+        V, V2 = ([[sum((v[a] * W[a][c] for a in range(len(W))), Fraction(0)) for c in range(len(W[0]))]
+                  for v in M] for M in (V, V2))
+    P, P2 = ([[mpf(x) for x in row] for row in M] for M in (V, V2))
+    return tuple([[mpmath.fsum(a[j] * M[j][c] for j in range(len(M))) for c in range(len(M[0]))] for a in X]
+                 for X, M in ((A, P), (B, P2)))
 
 
 def output_truth(doc):

@@ -20,7 +20,7 @@ import distance_oracle as oracle
 from certkit.choices import check
 from certkit.head import Head, HeadError, RowMask
 from certkit.search.compare import certify_output_distance
-from certkit.search.writer import certificate
+from certkit.search.writer import output_certificate
 
 CASES = 300
 
@@ -52,9 +52,7 @@ def case(seed):
 
 def claim_at(tmp_path, head, rep, norm, relative, eps, name):
     path = str(tmp_path / f"{name}.json")
-    certificate(path, "attention-output-distance", 0, eps, head, {}, replacement=rep,
-                output={"values": head.values, "replacement_values": rep.values, "projection": head.projection,
-                        "norm": norm, "relative": relative})
+    output_certificate(path, [(head, rep)], eps, norm, relative)
     return path
 
 

@@ -18,6 +18,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ..compress import parse_methods
@@ -30,9 +31,20 @@ from .certify import HEAD_ROWS, finished_heads, parse_synthetic, read_model_head
 
 # the settings that decide a compare run's certificates: a rerun into the same --out resumes only with the same
 RUN_SETTINGS = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length", "norm",
-                "relative")
+                "relative", "level")
 COLUMNS = ["head", "layer", "head_index", "method", "family", "cost", "norm", "relative", "certified", "certified_float",
            "estimate", "kernel_bound", "verdict", "lower", "lower_eps", "file", "seconds"]
+STATS = [f"{q}_{s}{f}" for q in ("abs", "rel") for s in ("max", "mean", "p99") for f in ("", "_float")]
+LAYER_COLUMNS = ["layer", "heads", "method", "family", "cost", "norm", "relative", "certified", "estimate",
+                 "kernel_bound", "verdict", *STATS, "file", "seconds"]
+
+
+@dataclass(frozen=True)
+class LayerHeads:
+    """The heads of one layer, compared together (--level layer); name: the layer's folder under --out."""
+    name: str
+    layer: int
+    heads: tuple
 
 
 class CompareError(UserError):
@@ -65,6 +77,11 @@ def add_arguments(p):
                         "files with a 'values' array and optionally 'projection')")
     p.add_argument("--relative", action="store_true",
                    help="with --norm: the output error relative to the output, max_i ||D_i|| / ||(A V W)_i||")
+    p.add_argument("--level", choices=("head", "layer"), default="head",
+                   help="layer (with --model): certify the attention block of each layer, max_i ||(sum_h (A_h V_h - "
+                        "A'_h V'_h) W_O^h)_i|| in the --norm (default 2), one certificate per layer and setting; the "
+                        "summary gives per layer the certified max, mean and p99 over tokens, absolute and relative "
+                        "to the layer's output, each beside its float64 value")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
     p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it")
     g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
@@ -107,6 +124,33 @@ def compare_head(task):
     return task["index"], rows
 
 
+def compare_layer(task):
+    """(index, rows) of one layer: a layer certificate per setting under out/<layer>/, rows.json written last."""
+    from ..search.compare import certify_layer_output
+    group, out = task["head"], task["out"]
+    folder = os.path.join(out, group.name)
+    os.makedirs(folder, exist_ok=True)
+    p = group.heads[0].provenance
+    prov = {k: v for k, v in p.items() if isinstance(v, (str, int)) and not isinstance(v, bool) and k != "head"}
+    rows = []
+    for m in task["methods"]:
+        path = os.path.join(folder, re.sub(r"[^A-Za-z0-9.]+", "-", m.spec) + ".json")
+        c = certify_layer_output(group.name, list(group.heads), [m.apply(h) for h in group.heads], task["norm"],
+                                 task["relative"], path=path, provenance=dict(prov, compression=m.spec))
+        rows.append({**c.row(os.path.relpath(path, out) if c.certificate else None), "layer": group.layer,
+                     "family": m.family, "cost": m.cost, "method": m.spec})
+    write_atomic(os.path.join(folder, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
+    return task["index"], rows
+
+
+def layers_of(heads):
+    """The heads grouped by layer (provenance "layer"), in order, as LayerHeads."""
+    by = {}
+    for h in heads:
+        by.setdefault(h.provenance["layer"], []).append(h)
+    return [LayerHeads(f"layer-{l}", l, tuple(hs)) for l, hs in by.items()]
+
+
 def lower_row(h, eps, folder, prov):
     """{"lower": m, "lower_eps": eps} with a kernel-VERIFIED certificate of r_eps(A) >= m under folder."""
     from ..search.sandwich import certify_lower
@@ -118,8 +162,10 @@ def quantity(meta):
     """The certified quantity of a run, as text."""
     if not meta.get("norm"):
         return "max_i ||A_i - A'_i||_1"
-    p = meta["norm"]
-    return f"max_i ||(A V W - A' V' W)_i||_{p}" + (f" / ||(A V W)_i||_{p}" if meta.get("relative") else "")
+    p, rel = meta["norm"], meta.get("relative")
+    if meta.get("level") == "layer":
+        return f"max_i ||(sum_h (A_h V_h - A'_h V'_h) W_O^h)_i||_{p}" + (f" / ||(sum_h A_h V_h W_O^h)_i||_{p}" if rel else "")
+    return f"max_i ||(A V W - A' V' W)_i||_{p}" + (f" / ||(A V W)_i||_{p}" if rel else "")
 
 
 def cheapest(rows, eps):
@@ -195,15 +241,46 @@ def summary_markdown(meta, rows, eps):
     return "\n".join(lines) + "\n"
 
 
+def layer_markdown(meta, rows, eps):
+    """The summary of a --level layer run: per method over layers, then per layer and method."""
+    import numpy as np
+    p = meta["norm"]
+    lines = [f"# certkit compare --level layer: {meta.get('model')}", "",
+             f"Certified per token i the error of each layer's attention block on the model's own values, through "
+             f"W_O: ||D_i||_{p} with D = sum_h (A_h V_h - A'_h V'_h) W_O^h (abs), and ||D_i||_{p} / ||O_i||_{p} with "
+             f"O = sum_h A_h V_h W_O^h (rel).  The max over tokens is the claim of a layer certificate (kind "
+             f"attention-output-distance, format 1.3) VERIFIED by the kernel; mean and p99 are over the per-token "
+             f"bounds of the kernel's numerics; each beside its float64 value.", "",
+             f"Regenerate: `{meta['command']}`", "",
+             "## Per method: certified relative error, max over tokens, over the layers", "",
+             "| method | layers | median | p90 | max | median of float | median of mean over tokens |" +
+             (f" layers within {eps} |" if eps is not None else ""), "|---" * (7 + (eps is not None)) + "|"]
+    for m in dict.fromkeys(r["method"] for r in rows):
+        v = np.array([r["rel_max"] for r in rows if r["method"] == m])
+        f = np.array([r["rel_max_float"] for r in rows if r["method"] == m])
+        mean = np.array([r["rel_mean"] for r in rows if r["method"] == m])
+        lines.append(f"| {m} | {len(v)} | {np.median(v):.3g} | {np.quantile(v, 0.9):.3g} | {v.max():.3g} | "
+                     f"{np.median(f):.3g} | {np.median(mean):.3g} |"
+                     + (f" {int(np.sum(v <= float(eps)))} |" if eps is not None else ""))
+    lines += ["", "## Per layer", "", "| layer | method | abs max | abs mean | abs p99 | rel max | rel mean | rel p99 | "
+              "rel max (float) | certified claim |", "|---" * 10 + "|"]
+    for r in rows:
+        lines.append(f"| {r['layer']} | {r['method']} | " + " | ".join(
+            f"{r[k]:.4g}" for k in ("abs_max", "abs_mean", "abs_p99", "rel_max", "rel_mean", "rel_p99", "rel_max_float"))
+            + f" | {short(r['certified'], '—')} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_summary(meta, rows, out, eps):
     buf = io.StringIO()
-    w = csv.DictWriter(buf, COLUMNS, extrasaction="ignore", lineterminator="\n")
+    layer = meta.get("level") == "layer"
+    w = csv.DictWriter(buf, LAYER_COLUMNS if layer else COLUMNS, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     write_atomic(os.path.join(out, "summary.csv"), buf.getvalue())
     doc = {"meta": meta, "rows": rows, "cheapest": None if eps is None else cheapest(rows, eps)}
     write_atomic(os.path.join(out, "summary.json"), json.dumps(doc, indent=1) + "\n")
-    write_atomic(os.path.join(out, "summary.md"), summary_markdown(meta, rows, eps))
+    write_atomic(os.path.join(out, "summary.md"), (layer_markdown if layer else summary_markdown)(meta, rows, eps))
 
 
 def figures(meta, rows, out):
@@ -215,7 +292,12 @@ def figures(meta, rows, out):
         return []
     if not rows or rows[0].get("layer") is None:
         return []
-    from .figures import layer_head_panels
+    from .figures import layer_head_panels, layer_method_map
+    if meta.get("level") == "layer":
+        return layer_method_map(rows, "rel_max", os.path.join(out, "compare-layers"),
+                                f"{meta['model']}, L = {meta['length']}: certified max over tokens of "
+                                f"‖D_i‖{meta['norm']} / ‖O_i‖{meta['norm']}",
+                                None if meta.get("eps") is None else Fraction(meta["eps"]))
     paths = []
     for fam in dict.fromkeys(r["family"] for r in rows):
         specs = list(dict.fromkeys(r["method"] for r in rows if r["family"] == fam))
@@ -232,6 +314,12 @@ def figures(meta, rows, out):
 def run(args):
     """certkit compare: exit 0 if every setting of every head got a certified distance, 1 otherwise."""
     methods = [m for spec in args.method for m in parse_methods(spec)]
+    layer = getattr(args, "level", "head") == "layer"
+    if layer:
+        if args.model is None or args.lower:
+            raise CompareError("--level layer compares the attention block of a model's layers: it needs --model "
+                               "(and takes no --lower)")
+        args.norm = args.norm or "2"
     if args.relative and not args.norm:
         raise CompareError("--relative needs --norm inf or --norm 2 (the row norm of the output error)")
     parse_eps = parse_output_eps if args.norm else parse_distance
@@ -243,13 +331,14 @@ def run(args):
     from ..parallel import parse_scheduler
     parse_scheduler(args.scheduler)
     meta = {"methods": [m.spec for m in methods], "eps": None if eps is None else str(eps), "lower": args.lower,
-            "norm": args.norm, "relative": bool(args.relative)}
+            "norm": args.norm, "relative": bool(args.relative), "level": "layer" if layer else "head"}
     if args.model is not None:
         if args.heads or args.synthetic or args.beta:
             raise CompareError("--model compares a model's heads: give no HEAD files, --synthetic or --beta with it")
         args.multipliers = "1"
         _, heads, model_meta = read_model_heads(args, [Fraction(1)], os.path.join("data", "compare"))
         meta = {**model_meta, **meta}
+        heads = layers_of(heads) if layer else heads
     else:
         if args.text or args.tokens or args.length != 128 or args.window or args.model_layers != "all" \
                 or args.model_heads != "all":
@@ -277,7 +366,8 @@ def command_line(args):
                                  ("--tokens", args.tokens, None), ("--length", args.length, 128),
                                  ("--window", args.window, 0), ("--layers", args.model_layers, "all"),
                                  ("--heads", args.model_heads, "all"), ("--beta", args.beta, None),
-                                 ("--eps", args.eps, None), ("--norm", args.norm, None)):
+                                 ("--eps", args.eps, None), ("--norm", args.norm, None),
+                                 ("--level", getattr(args, "level", "head"), "head")):
         if value != default:
             parts += [flag, str(value)]
     for m in args.method:
@@ -297,15 +387,17 @@ def compare_heads(args, heads, methods, eps, meta):
         bar = tqdm(total=len(heads), initial=len(done), desc="certkit compare", unit="head", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        for i, new in run_tasks(compare_head, tasks, args.workers, args.scheduler):
+        layer = meta.get("level") == "layer"
+        for i, new in run_tasks(compare_layer if layer else compare_head, tasks, args.workers, args.scheduler):
             done[i] = new
             write_summary(meta, [r for j in sorted(done) for r in done[j]], args.out, eps)   # nothing lost
             if bar is not None:
                 bar.update(1)
             if not args.json:
                 for r in new:
+                    who = f"layer {r['layer']}" if layer else r["head"]
                     (bar.write if bar is not None else print)(
-                        f"{r['head']}  {r['method']}:  {quantity(meta)} <= {short(r['certified'])}"
+                        f"{who}  {r['method']}:  {quantity(meta)} <= {short(r['certified'])}"
                         f"  (float {r['estimate']:.4g})  [{r['seconds']:.2f} s]")
     finally:
         if bar is not None:

@@ -125,3 +125,31 @@ def layer_head_panels(panels, stem, title, shared_scale=False, log=None, eps=Non
         axes[0][0].set_ylabel("layer")
         fig.suptitle(title)
         return save_figure(fig, stem)
+
+
+def layer_method_map(rows, key, stem, title, eps=None):
+    """One heat map: layers down, methods across, rows[key] on a logarithmic colour scale (linear if some value
+    is <= 0), one colour bar, a red contour and bar mark at eps.  Writes stem.{png,pdf,svg}; returns the paths."""
+    import numpy as np
+    from matplotlib.colors import LogNorm, Normalize
+    layers = sorted({r["layer"] for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    values = np.array([[next((r[key] for r in rows if r["layer"] == l and r["method"] == m), np.nan)
+                        for m in methods] for l in layers], dtype=float)
+    finite = values[np.isfinite(values)]
+    lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+    norm = LogNorm(lo, hi) if lo > 0 and hi > lo else Normalize(lo, hi)
+    with figure_style() as plt:
+        fig, ax = plt.subplots(figsize=(min(2 * COLUMN_WIDTH, 1.6 + 0.42 * len(methods)), 1.2 + 0.16 * len(layers)),
+                               layout="constrained")
+        im = ax.imshow(values, cmap="viridis", aspect="auto", interpolation="nearest", norm=norm)
+        ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right", fontsize=6)
+        ax.set_yticks(range(len(layers)), layers, fontsize=6)
+        ax.set_ylabel("layer")
+        bar = fig.colorbar(im, ax=ax, shrink=0.8, pad=0.02)
+        if eps is not None and finite.size and lo < eps < hi:
+            ax.contour(values, levels=[float(eps)], colors="red", linewidths=0.6)
+            bar.ax.axhline(float(eps), color="red", linewidth=0.8)
+            bar.set_label(f"red line and contour: ε = {eps}", fontsize=6)
+        ax.set_title(title, fontsize=7)
+        return save_figure(fig, stem)

@@ -74,7 +74,7 @@ def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: obj
                 try:
                     details = kind.rule(inst, c, doc["witness"], base, "fast" if lower else route, choices)
                 except Rejected:
-                    if not lower or inst.n * inst.N > AUTO_ARB:
+                    if not lower or inst.n * inst.N * len(inst.layer or [inst]) > AUTO_ARB:
                         raise
                     details = {**kind.rule(inst, c, doc["witness"], base, "arb", choices), "route": "arb"}
             route = details.pop("route", "fast" if lower else route)

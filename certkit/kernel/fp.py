@@ -164,9 +164,8 @@ def exp_nonpos(y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     e = t.astype(np.int32)
     j = np.bitwise_and(e, (1 << S) - 1, dtype=np.int64)
     e >>= S                                          # k = 2^S e + j
-    np.multiply(r, COEFFS[DEGREE], out=p)
-    p += COEFFS[DEGREE - 1]
-    for c in COEFFS[DEGREE - 2::-1]:
+    p.fill(COEFFS[DEGREE])                           # Horner, from c_DEGREE down to c_0
+    for c in COEFFS[DEGREE - 1::-1]:
         p *= r
         p += c
     p *= np.take(TABLE, j, out=t, mode="clip")        # 0 <= j < 2^S: clip never acts

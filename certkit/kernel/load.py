@@ -71,12 +71,10 @@ class Verdict:
 
 # ---------------------------------------------------------------- JSON
 def _no_dupes(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key {next(k for i, k in enumerate(keys) if k in keys[:i])!r}")
+    return dict(pairs)
 
 
 def _reject_constant(name):
@@ -193,9 +191,7 @@ def claim(doc, kind):
 
 
 # ---------------------------------------------------------------- numerals
-MAX_LEN = 2000
-MAX_DEC_EXP = 2000
-MAX_BIN_EXP = 5000
+MAX_LEN, MAX_DEC_EXP, MAX_BIN_EXP = 2000, 2000, 5000       # characters, |decimal exponent|, |binary exponent|
 
 _RAT = re.compile(r"([+-]?[0-9]+)/([0-9]+)\Z")
 _DEC = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?\Z")
@@ -396,8 +392,8 @@ def beta(x, path):
 @dataclass
 class Instance:
     """A = softmax over kept columns of beta <q_i, k_j> + log w_j + bias_ij (w_j = 0: dropped);
-    mask (o, w, s): row i sees only j <= i + o with i + o - w < j or j < s (w None: every j <= i + o),
-    elsewhere A_ij = 0.  replacement: the second attention A' of a "pair" kind."""
+    mask (lo, hi): key j is seen by the rows lo_j <= i < hi_j only, elsewhere A_ij = 0.  replacement: the second
+    attention A' of a "pair" kind; layer: the heads of an "output" kind (this one first), summed."""
     beta: Beta
     Q: np.ndarray
     K: np.ndarray
@@ -407,6 +403,7 @@ class Instance:
     replacement: "Instance | None" = None
     values: np.ndarray | None = None        # V (N x d_v), output kinds (1.3)
     projection: np.ndarray | None = None    # W (d_v x d_out), optional, output kinds
+    layer: list | None = None               # output kinds: [self] or the heads of {"heads": [...]} (1.3)
 
     def __post_init__(self):
         """n queries, N keys; kept: the indices of the kept columns (None: all, no weights)."""
@@ -416,39 +413,51 @@ class Instance:
 
 def instance(doc: dict, base_dir: str | None, shape: str = "matrix") -> "Instance":
     """The certificate's instance; a "pair" kind (1.2) with its replacement, of the same n x N; an "output" kind (1.3)
-    with values V (N x d_v) and an optional projection W (d_v x d_out), its replacement with values V' (N' x d_v)."""
-    minor, path, out = int(doc["version"].split(".")[1]), "$.instance.replacement", shape == "output"
+    with values V (N x d_v), an optional projection W (d_v x d_out) and its replacement with values V' (N' x d_v), or
+    {"heads": [such heads]}: a layer, every head's W with d_out columns and its n queries."""
+    minor, out = int(doc["version"].split(".")[1]), shape == "output"
     if shape != "matrix" and minor < 2 + out:
         raise Malformed("$.version", f"a replacement needs format 1.{2 + out}, got {doc['version']}")
-    x, pair = doc["instance"], shape != "matrix"
-    inst = read_head(x, "$.instance", base_dir, minor, ["replacement"] * pair, (None,) if out else None, out)
-    dv = inst.values.shape[1:] if out else None
-    r = inst.replacement = read_head(x["replacement"], path, base_dir, minor, (), dv) if pair else None
-    if r is not None and (r.n != inst.n or (r.N != inst.N and not out)):
-        raise Malformed(path, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
-    return inst
+    x, many = doc["instance"], out and isinstance(doc["instance"], dict) and "heads" in doc["instance"]
+    hs = obj(x, "$.instance", ["heads"])["heads"] if many else [x]
+    if not isinstance(hs, list) or not 0 < len(hs) <= 256:
+        raise Malformed("$.instance.heads", "expected a list of 1 to 256 heads")
+    layer = [read_head(h, f"$.instance.heads[{i}]" if many else "$.instance", base_dir, minor,
+                       ["replacement"] * (shape != "matrix"), (None,) if out else None, out) for i, h in enumerate(hs)]
+    for i, h in enumerate(layer if many else []):
+        if h.projection is None or (h.n, h.projection.shape[1]) != (layer[0].n, layer[0].projection.shape[1]):
+            raise Malformed(f"$.instance.heads[{i}]", "a layer's heads need projections W of one width, one n")
+    layer[0].layer = layer if out else None
+    return layer[0]
 
 
 def read_head(x, path, base_dir, minor, required=(), values=None, projection=False):
     """One head object: beta, queries, keys; column weights, logit bias; row mask (1.1); values (N x values) and
-    a projection (1.3, output kinds), entries at most 2^64."""
+    a projection (1.3, output kinds), entries at most 2^64; with "replacement" required, the replacement head (the
+    same n; the same N unless it carries values, of the head's width)."""
     x = obj(x, path, ["beta", "queries", "keys", *required] + ["values"] * (values is not None),
             ["column_weights", "logit_bias"] + ["row_mask"] * (minor >= 1) + ["projection"] * projection)
     get = lambda k, shape: array(x[k], f"{path}.{k}", base_dir, shape) if k in x else None
     Q = array(x["queries"], f"{path}.queries", base_dir, (None, None))
     K = array(x["keys"], f"{path}.keys", base_dir, (None, Q.shape[1]))
     inst = make_instance(x["beta"], Q, K, get("column_weights", (K.shape[0],)),
-                         get("logit_bias", (Q.shape[0], K.shape[0])), x.get("row_mask"), path, minor)
+                         get("logit_bias", (Q.shape[0], K.shape[0])), x.get("row_mask"), path, minor, base_dir)
     if values is not None:
         inst.values = get("values", (K.shape[0], *values))
         inst.projection = get("projection", (inst.values.shape[1], None))
         if any(np.max(np.abs(a)) > 2.0 ** 64 for a in (inst.values, inst.projection) if a is not None):
             raise Malformed(path, "value or projection entries larger than 2^64")
+    if required:
+        p = f"{path}.replacement"
+        r = inst.replacement = read_head(x["replacement"], p, base_dir, minor, (), values and inst.values.shape[1:])
+        if r.n != inst.n or (r.N != inst.N and values is None):
+            raise Malformed(p, f"{r.n} queries x {r.N} keys where the head has {inst.n} x {inst.N}")
     return inst
 
 
 def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None, bias: np.ndarray | None = None,
-                  mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2) -> "Instance":
+                  mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2,
+                  base_dir: str | None = None) -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     certificate forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, f"{path}.beta")
@@ -468,20 +477,27 @@ def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.nd
         w = None if np.all(w == 1.0) else w
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
-    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor))
+    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask",
+                                                                              minor, base_dir))
 
 
-def row_mask(x, n, N, w, path, minor):
-    """(offset, window, sinks) of a "row_mask" object (sinks: format 1.2); Malformed unless every row sees a kept key."""
-    obj(x, path, ["offset"], ["window"] + ["sinks"] * (minor >= 2))
-    o = parse_int(x["offset"], f"{path}.offset", -2 ** 40, 2 ** 40)
-    win = parse_int(x["window"], f"{path}.window", 1, 2 ** 40) if "window" in x else None
-    sinks = parse_int(x["sinks"], f"{path}.sinks", 0, 2 ** 40) if "sinks" in x else 0
-    seen = np.concatenate([[0], np.cumsum(np.ones(N) if w is None else w > 0)])     # kept keys j < t
-    top = np.arange(n) + o + 1                                  # row i sees keys below top_i
-    hi = np.clip(top, 0, N)
-    lo = np.zeros_like(hi) if win is None else np.clip(top - win, 0, N)
-    empty = seen[hi] - seen[lo] + seen[np.minimum(sinks, lo)] == 0
+def row_mask(x, n, N, w, path, minor, base_dir=None):
+    """(lo, hi) of a "row_mask": key j is seen by the rows lo_j <= i < hi_j.  From offset o, window w (optional), sinks
+    s (1.2): row i sees j <= i + o with i + o - w < j or j < s, so lo_j = j - o, hi_j = j - o + w (no window or j < s:
+    unbounded); or (1.3) the arrays "from" and "until" themselves.  Malformed unless every row sees a kept key."""
+    if minor >= 3 and isinstance(x, dict) and "from" in x:
+        obj(x, path, ["from", "until"])
+        lo, hi = (array(x[k], f"{path}.{k}", base_dir, (N,), kind="int") for k in ("from", "until"))
+    else:
+        obj(x, path, ["offset"], ["window"] + ["sinks"] * (minor >= 2))
+        o = parse_int(x["offset"], f"{path}.offset", -2 ** 40, 2 ** 40)
+        win = parse_int(x["window"], f"{path}.window", 1, 2 ** 40) if "window" in x else 2 ** 42    # > n - lo_j
+        j = np.arange(N)
+        lo = j - o
+        hi = np.where(j < parse_int(x.get("sinks", "0"), f"{path}.sinks", 0, 2 ** 40), n, lo + win)
+    a = np.clip(lo if w is None else lo[w > 0], 0, n)          # kept keys: rows a_j <= i < b_j see key j
+    b = np.maximum(a, np.clip(hi if w is None else hi[w > 0], 0, n))
+    empty = np.cumsum(np.bincount(a, minlength=n + 1) - np.bincount(b, minlength=n + 1))[:n] == 0
     if np.any(empty):
-        raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (offset {o}, window {win}, sinks {sinks})")
-    return o, win, sinks
+        raise Malformed(path, f"query {int(np.argmax(empty))} sees no key (none kept in its rows)")
+    return lo, hi

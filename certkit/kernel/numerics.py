@@ -7,4 +7,4 @@ from .rows import enclose_all, indices
 from .rule_chain import enclosures as chain_enclosures, read_witness as chain_witness, chain, geometry as chain_geometry
 from .rule_lattice import lattice_count, theta_sum
 from .rule_lower import singular_value_bounds
-from .rule_upper import max_row_distance, max_row_error
+from .rule_upper import max_row_distance, max_row_error, output_rows

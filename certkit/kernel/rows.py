@@ -1,19 +1,17 @@
-"""Row enclosures of A: float64 rows m_i and radii rho_i with ||A_i - m_i||_1 <= rho_i.
+"""Row enclosures of A: float64 rows m_i and radii rho_i with ||A_i - m_i||_1 <= rho_i.  Every rule works from
+these (proofs/softmax-enclosure.md).  Two routes:
 
-Every rule works from these (proofs/softmax-enclosure.md).  Two routes:
+* fast: float64 mid-rad.  Float logits y (row maximum subtracted), an a-priori per-row bound Delta_i on the logit
+  error (Cauchy–Schwarz, the GEMM bound, the beta and log-weight radii, the roundings; proofs/fp-rounding.md),
+  Cohen–Fausti turning it into an l1 bound (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and
+  the softmax normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
+* arb: Arb balls for every A_ij (Prepared.arb; python-flint, at the caller's precision).  The max-row rules bound
+  ||A_i - B_i||_1 from the balls themselves (max_row_bound); the lower bounds take m_ij = float(midpoint),
+  rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
 
-* fast: float64 mid-rad.  Float logits y (row maximum subtracted), an a-priori per-row bound
-  Delta_i on the logit error (Cauchy–Schwarz, the GEMM bound, the beta and log-weight radii,
-  the roundings; proofs/fp-rounding.md), Cohen–Fausti turning it into an l1 bound
-  (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and the softmax
-  normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
-* arb: Arb balls for every A_ij (Prepared.arb; python-flint, at the caller's precision).  The max-row
-  rules bound ||A_i - B_i||_1 from the balls themselves (max_row_bound); the lower bounds take
-  m_ij = float(midpoint), rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
-
-Entries of dropped columns (weight 0) are exactly 0 in A and in m.  Per entry, and for the
-mass of any column set C, |A_i(C) - m_i(C)| <= rho_i.  Below, what the rules share (index arrays, decoders,
-enclose_all, max_row_bound, row distances, choose: the one call of the untrusted oracle).
+Entries of dropped or masked columns are exactly 0 in A and in m.  Per entry, and for the mass of any column set C,
+|A_i(C) - m_i(C)| <= rho_i.  Below, what the rules share (index arrays, decoders, enclose_all, max_row_bound, row
+distances, choose: the one call of the untrusted oracle).
 """
 from fractions import Fraction
 
@@ -72,12 +70,11 @@ class Prepared:
         return inflate(D, 16)
 
     def visible(self, idx):
-        """Kept column j visible to row i: j <= i + o and (i + o - w < j or j < s) (proofs/row-masks.md); len(idx) x Nk."""
+        """Kept column j visible to row i: lo_j <= i < hi_j (Instance.mask; proofs/row-masks.md); len(idx) x Nk."""
         if self.inst.mask is None:
             return np.ones((len(idx), self.Nk), dtype=bool)
-        o, w, s = self.inst.mask
-        hi = np.asarray(idx)[:, None] + o
-        return (self.cols <= hi) & ((self.cols > hi - (np.inf if w is None else w)) | (self.cols < s))
+        i, (lo, hi) = np.asarray(idx)[:, None], self.inst.mask
+        return (lo[self.cols] <= i) & (i < hi[self.cols])
 
     def block(self, idx):
         """(m, rho) for the rows idx (m over all N columns); worked in chunks of rows that fit in cache."""
@@ -246,9 +243,8 @@ def finite(x, step):
 
 
 def choose(choices, what, step, x, parts=1):
-    """choices.<what>(a copy of x), an untrusted float choice (check()'s oracle), as `parts` finite
-    float64 arrays: the rule bounds them, so any answer is sound.  Unsupported without an oracle;
-    Rejected(step) if it fails or answers something else."""
+    """choices.<what>(a copy of x), an untrusted float choice (check()'s oracle), as `parts` finite float64 arrays:
+    the rule bounds them, so any answer is sound.  Unsupported without an oracle; Rejected(step) if it fails."""
     if choices is None:
         raise Unsupported(f"{step.split('/')[0]} needs a float {what} chosen outside the kernel: pass "
                           f"check(path, choices=certkit.choices.LAPACK) or any object with inverse(T) and svd(X)")

@@ -29,19 +29,16 @@ FIELDS = ["basis", "query_centre", "key_centre", "residual_basis", "residual_que
 
 def _radius_up(P, E, c):
     """max_i |p_i - c| for exact p_i with |p_i - P_i| <= E_i (entrywise)."""
-    if P.shape[1] == 0:
-        return 0.0
-    return float(inflate(np.max(norms_up(P - c) + norms_up(E, 0)), 1))
+    return float(inflate(np.max(norms_up(P - c) + norms_up(E, 0)), 1)) if P.shape[1] else 0.0
 
 
 def _diameter_up(P, E):
     """max_{j,j'} |p_j - p_j'| for exact p_j with |p_j - P_j| <= E_j (entrywise)."""
     if P.shape[1] == 0 or P.shape[0] < 2:
         return 0.0
-    best, block = 0.0, max(1, (1 << 22) // P.size)
-    for j0 in range(0, P.shape[0], block):
-        D = (P[j0:j0 + block, None, :] - P[None, :, :]).reshape(-1, P.shape[1])
-        best = max(best, float(np.max(norms_up(D))))
+    block = max(1, (1 << 22) // P.size)
+    best = max(float(np.max(norms_up((P[j:j + block, None, :] - P).reshape(-1, P.shape[1]))))
+               for j in range(0, P.shape[0], block))
     return float(inflate(best + 2 * float(np.max(norms_up(E, 0))), 2))
 
 
@@ -82,17 +79,13 @@ def geometry(inst: Instance, W: np.ndarray, c: np.ndarray, e: np.ndarray, E: np.
     g = {"r": r, "rho_Q": _radius_up(Pq[:, :r], EPq[:, :r], c), "rho_K": _radius_up(Pk[:, :r], EPk[:, :r], e)}
     delta = [_radius_up(Pq[:, r:], EPq[:, r:], c1)] if E.shape[1] else []
     omega = [_diameter_up(Pk[:, r:], EPk[:, r:])] if E.shape[1] else []
-    Mq, EMq = _complement(Q, Pq, EPq, F)
-    Mk, EMk = _complement(K, Pk, EPk, F)
-    delta.append(_radius_up(Mq, EMq, c2))
-    omega.append(_diameter_up(Mk, EMk))
+    delta.append(_radius_up(*_complement(Q, Pq, EPq, F), c2))
+    omega.append(_diameter_up(*_complement(K, Pk, EPk, F)))
     ortho = 0.0
     if F.shape[1]:
-        G, EG = prod_up(F.T, F)
-        D = np.eye(F.shape[1]) - G
-        defect = inflate(fro_up(D) * (1 + 2 * U) + fro_up(EG), 3)        # >= ||I - F^T F||_F
-        fq = np.max(norms_up(Pq) + norms_up(EPq, 0))
-        fk = np.max(norms_up(Pk) + norms_up(EPk, 0))
+        G, EG = prod_up(F.T, F)                                 # defect >= ||I - F^T F||_F
+        defect = inflate(fro_up(np.eye(F.shape[1]) - G) * (1 + 2 * U) + fro_up(EG), 3)
+        fq, fk = (np.max(norms_up(X) + norms_up(EX, 0)) for X, EX in ((Pq, EPq), (Pk, EPk)))
         ortho = float(inflate(2 * fq * defect * fk, 4))
     osc_bias = 0.0
     if inst.bias is not None:
@@ -142,8 +135,7 @@ def chain(g: dict, eps: Fraction, n: int) -> tuple:
             return out, 1, "net"
         S = P(m, 2 / eta)
         if eta < flint.arb(1) / 2:
-            S2 = theta(m) * P(m, 1 / eta)
-            S = S2 if S2.upper() < S.upper() else S
+            S = min(S, theta(m) * P(m, 1 / eta), key=flint.arb.upper)
         out["S"] = S
         cap = min(n, g["N"])
         bound = math.floor(arb_to_fraction_upper(S)) if S.is_finite() else cap

@@ -61,11 +61,9 @@ def _isqrt(v):
 
 def lattice_count(k: int, m: int) -> int:
     """#{u in Z^k : |u|^2 <= m} for an integer m >= 0, exact."""
-    if k == 0:
-        return 1
+    if k < 2:
+        return 2 * math.isqrt(m) + 1 if k else 1
     x = np.arange(-math.isqrt(m), math.isqrt(m) + 1, dtype=np.int64)
-    if k == 1:
-        return len(x)
     if k == 2:
         return int(np.sum(2 * _isqrt(m - x * x) + 1))
     return sum(lattice_count(k - 1, m - int(t) * int(t)) for t in x)

@@ -29,10 +29,9 @@ from .rows import Decoder, choose, enclose_all, indices, finite
 def _contraction(inst, claim, witness, base_dir, route, name):
     w = obj(witness, "$.witness", ["messages"], ["cells", "decoder"])
     msg = indices(w["messages"], "$.witness.messages", base_dir, inst.n)
-    M = len(msg)
-    dec = Decoder(w, "$.witness", base_dir, inst.N, M)
-    if claim.bound > M:
-        raise Rejected(f"{name}/size", f"{M} messages vs claimed bound {claim.bound}")
+    dec = Decoder(w, "$.witness", base_dir, inst.N, len(msg))
+    if claim.bound > len(msg):
+        raise Rejected(f"{name}/size", f"{len(msg)} messages vs claimed bound {claim.bound}")
     _, T, e = enclose_all(inst, msg, route, dec)
     return T, e, msg
 
@@ -86,27 +85,20 @@ def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.n
         raise ArithmeticError(f"float SVD of shapes {Uf.shape}, {s.shape}, {Vt.shape} for a {m} x {n} matrix, or "
                               f"singular values not non-increasing and >= 0")
 
-    def ortho_defect(W, k):
-        G = W.T @ W - I
-        fw = fro_up(W)
-        return inflate(fro_up(G) * (1 + u) + gamma(k) * fw * fw + n * k * ETA, 4)
-
-    aU, aV = ortho_defect(Uf, m), ortho_defect(V, n)
+    aU, aV = (inflate(fro_up(W.T @ W - I) * (1 + u) + gamma(k) * fro_up(W) ** 2 + n * k * ETA, 4)
+              for W, k in ((Uf, m), (V, n)))         # orthogonality defects
     Us = Uf * s
-    R = X @ V - Us
-    rho = inflate(fro_up(R) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
+    rho = inflate(fro_up(X @ V - Us) * (1 + u) + gamma(n) * fro_up(X) * fro_up(V)
                   + np.sqrt(m * n) * n * ETA + u * fro_up(Us) + np.sqrt(m * n) * ETA, 6)
     if not (aU < 0.5 and aV < 0.5 and rho < np.inf):
         raise ArithmeticError("float SVD too inaccurate to verify (orthogonality defect >= 1/2 or residual not finite)")
-    lo, hi = np.empty(n), np.empty(n)
     with flint.ctx.workprec(80):
         AU, AV, R_ = flint.arb(aU), flint.arb(aV), flint.arb(rho)
         up_f = (1 + AU).sqrt() / (1 - AV).sqrt()
         lo_f = (1 - AU).sqrt() / (1 + AV).sqrt()
-        for i, si in enumerate(s.tolist()):
-            S = flint.arb(si)
-            hi[i] = arb_up(up_f * S + R_ / (1 - AV).sqrt())
-            lo[i] = max(0.0, arb_down(lo_f * S - R_ / (1 + AV).sqrt()))
+        S = [flint.arb(si) for si in s.tolist()]
+        hi = np.array([arb_up(up_f * x + R_ / (1 - AV).sqrt()) for x in S])
+        lo = np.array([max(0.0, arb_down(lo_f * x - R_ / (1 + AV).sqrt())) for x in S])
     return lo, hi
 
 

@@ -1,18 +1,14 @@
 """Rules bounding max_i ||A_i - B_i||_1 <= eps from the row enclosures ||A_i - m_i||_1 <= rho_i, fast (float sums,
-row_distance) or in Arb from the rows' balls (route arb, and auto on the rows fast leaves open;
-max_row_bound):
+row_distance) or in Arb from the rows' balls (route arb, and auto on the rows fast leaves open; max_row_bound):
 
 * upper-factorization (proofs/factor-rank.md, docs/mathematics.md §9.1): B = U V^T exactly (witness U: n x k,
   V: N x k) gives r_eps(A) <= k; fast: ||m_i - B^_i||_1 + rho_i, B^ = fl(U V^T), |B^ - B| <= gamma_k |U||V|^T + k eta;
   arb: B an Arb product of the floats.
 * upper-covering (proofs/cover-rank.md, §9.2): representatives R and an assignment sigma(i) in R with
   ||A_i - A_sigma(i)||_1 <= eps for all i give r_eps(A) <= |R| (B_i := A_sigma(i)).
-* attention-distance (proofs/attention-distance.md, §10): max_i ||A_i - A'_i||_1 <= eps itself, A' the
-  replacement's attention (the same n x N); witness {}.
-* attention-output-distance (format 1.3, proofs/attention-output-distance.md, §10.6): max_i ||D_i|| <= eps, D = A V W
-  - A' V' W (W = I without a projection; A', V' the replacement's, N' keys), in the row norm inf or 2, or relative to
-  ||(A V W)_i||: P = fl(V W), k a power of 2 above 2 max_j ||P_j||_1, so G = P / k is a decoder whose T^ = fl(m G)
-  gives k T^_i within k e_i + r (max |P - V W| + k eta) of (A V W)_i (r = 1, sqrt(d_out)); routes: the enclosures'.
+* attention-distance (proofs/attention-distance.md, §10): max_i ||A_i - A'_i||_1 <= eps itself (A' the replacement's).
+* attention-output-distance (format 1.3, proofs/attention-output-distance.md, §10.6): max_i ||D_i|| <= eps in the
+  row norm inf or 2 (or relative to ||(A V W)_i||), D = A V W - A' V' W summed over a layer's heads (output_rows).
 """
 import math
 
@@ -103,20 +99,31 @@ def _row_norms(X, norm, down=False):
     return np.sqrt(np.sum(X * X, axis=1)) * (1 - 3 * gamma(X.shape[1] + 2)) - 2.0 ** -490 if down else norms_up(X)
 
 
+def output_rows(inst: Instance, norm: str, route: str = "fast") -> tuple:
+    """(up, rel) per row: up_i >= ||D_i|| and rel_i >= ||D_i|| / ||(A V W)_i|| (inf where the lower bound lo_i of the
+    norm is <= 0), summed over inst.layer.  P = fl(V W) (W = I without a projection), k a power of 2 above
+    2 max_j ||P_j||_1: G = P / k is a decoder whose T^ = fl(m G) gives k T^_i within k e_i + r (max |P - V W| + k eta)
+    of (A V W)_i (r = 1, sqrt(d_out)).  Per side (heads, replacements) S = the float sum over the H heads of k T^,
+    within err of the exact sum: those terms and gamma_{H-1} ||k T^_i|| for the sum."""
+    H, S, err = len(inst.layer), [0.0, 0.0], [0.0, 0.0]
+    for h in inst.layer:
+        W = h.projection
+        r = 1.0 if norm == "inf" else float(np.sqrt(h.values.shape[1] if W is None else W.shape[1])) * (1 + 2 * u)
+        for s, x in enumerate((h, h.replacement)):
+            P, E = (x.values, np.zeros(1)) if W is None else prod_up(x.values, W)
+            k = 2.0 ** (1 + math.frexp(float(np.max(sum_up(np.abs(P), axis=1))))[1])
+            _, T, e = enclose_all(x, None, route, Decoder({"decoder": P / k}, "$.instance.values", None, x.N))
+            S[s] = S[s] + T * k
+            err[s] = err[s] + k * e + r * (float(np.max(E)) + k * ETA) + gamma(H - 1) * _row_norms(T * k, norm)
+    err = [inflate(e, 8 * H) for e in err]                                      # H <= 256 heads
+    lo = (_row_norms(S[0], norm, down=True) - err[0]) * (1 - 4 * u)                # rounded down
+    up = inflate(_row_norms(S[0] - S[1], norm) + err[0] + err[1], 2)
+    return up, np.where(lo > 0, inflate(up / np.where(lo > 0, lo, 1.0), 1), np.inf)
+
+
 def check_output(inst, claim, witness, base_dir, route, choices):
     obj(witness, "$.witness", [])
-    norm, W, T, err = claim.norm, inst.projection, [], []
-    r = 1.0 if norm == "inf" else float(np.sqrt(inst.values.shape[1] if W is None else W.shape[1])) * (1 + 2 * u)
-    for h in (inst, inst.replacement):
-        P, E = (h.values, np.zeros(1)) if W is None else prod_up(h.values, W)
-        k = 2.0 ** (1 + math.frexp(float(np.max(sum_up(np.abs(P), axis=1))))[1])
-        _, Th, e = enclose_all(h, None, route, Decoder({"decoder": P / k}, "$.instance.values", None, h.N))
-        T.append(Th * k)
-        err.append(inflate(k * e + r * (float(np.max(E)) + k * ETA), 4))
-    up = inflate(_row_norms(T[0] - T[1], norm) + err[0] + err[1], 2)
-    if claim.relative:
-        lo = (_row_norms(T[0], norm, down=True) - err[0]) * (1 - 4 * u)            # rounded down; <= 0: unknown
-        up = np.where(lo > 0, inflate(up / np.where(lo > 0, lo, 1.0), 1), np.inf)
+    up = output_rows(inst, claim.norm, route)[claim.relative]
     worst, _ = row_error_within((float(np.max(up)), int(np.argmax(up)), route), claim.eps,
                                 "attention-output-distance/row-norm", "A'_i V' W")
-    return {"certified_max_row_output_distance": worst, "norm": norm, "relative": claim.relative}
+    return {"certified_max_row_output_distance": worst, "norm": claim.norm, "relative": claim.relative}

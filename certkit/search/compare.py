@@ -11,20 +11,20 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from ..certificate import Certificate, Comparison, OutputComparison
+from ..certificate import Certificate, Comparison, LayerComparison, OutputComparison
 from ..head import Head, HeadError, softmax_rows
 from ..choices import check
 from ..kernel import DEFAULT_ROUTE
-from ..kernel.numerics import max_row_distance
-from .writer import certificate, remove
+from ..kernel.numerics import max_row_distance, output_rows
+from .writer import certificate, output_certificate, remove
 
 KIND, OUTPUT_KIND = "attention-distance", "attention-output-distance"
 NORMS = ("inf", "2")
-PROBE = Fraction(2) ** 62    # the eps of the first check of an output distance: any bound is below it
 DIGITS = 4               # the claimed eps: the kernel's bound rounded up to this many significant digits (more near 2)
 ROWS = 1024              # rows per block of the float estimate
 
@@ -77,61 +77,125 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
                       time.perf_counter() - t0)
 
 
-def output_rows(head: Head, other: Head, norm: str = "inf") -> tuple[np.ndarray, np.ndarray]:
-    """(||D_i||, ||(A V W)_i||) per row in float64, D = A V W - A' V' W, in row blocks (not rigorous:
-    the estimate beside the proof)."""
+def float_output_rows(pairs: list, norm: str = "inf") -> tuple[np.ndarray, np.ndarray]:
+    """(||D_i||, ||O_i||) per row in float64, O = sum over pairs (head, replacement) of A V W and D = O - sum
+    A' V' W, in row blocks (not rigorous: the measurement beside the proof)."""
     norm_of = (lambda X: np.max(np.abs(X), axis=1)) if norm == "inf" else (lambda X: np.linalg.norm(X, axis=1))
-    W = head.projection
-    P, P2 = ((h.values if W is None else h.values @ W) for h in (head, other))
+    P = [[h.values if h.projection is None else h.values @ h.projection, r.values if h.projection is None
+          else r.values @ h.projection] for h, r in pairs]
     d, o = [], []
-    for s in range(0, head.n, ROWS):
+    for s in range(0, pairs[0][0].n, ROWS):
         rows = slice(s, s + ROWS)
-        O, O2 = (softmax_rows(h.logits(rows=rows)) @ M for h, M in ((head, P), (other, P2)))
+        O, O2 = (sum(softmax_rows(hr[side].logits(rows=rows)) @ M[side] for hr, M in zip(pairs, P)) for side in (0, 1))
         d.append(norm_of(O - O2))
         o.append(norm_of(O))
     return np.concatenate(d), np.concatenate(o)
+
+
+def check_pairs(pairs: list, norm: str) -> None:
+    """HeadError unless every head and replacement has values, one n, and the heads' outputs one width."""
+    if norm not in NORMS:
+        raise HeadError(f"output distance: norm must be one of {', '.join(NORMS)}, got {norm!r}")
+    width = lambda h: (h.values if h.projection is None else h.projection).shape[1]     # noqa: E731
+    for head, rep in pairs:
+        if head.values is None or rep.values is None:
+            raise HeadError(f"output distance: head {head.name!r} and its replacement need values V (N x d_v); "
+                            f"give values= to Head.from_arrays")
+        if rep.n != head.n or rep.values.shape[1] != head.values.shape[1]:
+            raise HeadError(f"replacement {rep.name!r} has {rep.n} queries and d_v = {rep.values.shape[1]}, "
+                            f"the head {head.n} and {head.values.shape[1]}")
+        if len(pairs) > 1 and (head.projection is None or head.n != pairs[0][0].n
+                               or width(head) != width(pairs[0][0])):
+            raise HeadError(f"a layer's heads need projections W_O of one width and one number of queries: "
+                            f"{head.name!r} differs from {pairs[0][0].name!r}")
+
+
+def layer_instance(pairs: list):
+    """The kernel's instance of a layer (its first head, with .layer), built in memory with every check."""
+    insts = []
+    for head, rep in pairs:
+        x, x.replacement = head.instance(), rep.instance()
+        x.values, x.projection, x.replacement.values = head.values, head.projection, rep.values
+        insts.append(x)
+    insts[0].layer = insts
+    return insts[0]
+
+
+@dataclass
+class OutputRows:
+    """Per token i: bound_i >= ||D_i|| (certified by the kernel's numerics), relative_i >= ||D_i|| / ||O_i||
+    (inf where ||O_i|| has no positive certified lower bound), and the float64 measurements of ||D_i||
+    and ||O_i||."""
+    bound: np.ndarray
+    relative: np.ndarray
+    estimate: np.ndarray
+    output: np.ndarray
+
+    def stats(self) -> dict:
+        """Certified max / mean / p99 over tokens of the absolute and relative bounds, each with its float value."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel_f = np.where(self.output > 0, self.estimate / self.output, np.inf)
+        out = {}
+        for name, cert, flt in (("abs", self.bound, self.estimate), ("rel", self.relative, rel_f)):
+            for stat, f in (("max", np.max), ("mean", np.mean), ("p99", lambda x: np.quantile(x, 0.99, method="higher"))):
+                out[f"{name}_{stat}"], out[f"{name}_{stat}_float"] = float(f(cert)), float(f(flt))
+        return out
+
+
+def certify_output(pairs: list, norm: str = "inf", relative: bool = False, eps: Fraction | None = None,
+                   path: str | None = None, provenance: dict | None = None, shared: bool = True) -> tuple:
+    """(claim or None, estimate, kernel bound, Certificate or None, Verdict, OutputRows) for
+    max_i ||D_i|| <= eps, D = sum over pairs (head, replacement) of A V W - A' V' W (relative: / ||(A V W)_i||)
+    (kind attention-output-distance, format 1.3).  The per-token bounds come from the kernel's numerics on
+    the fast route (output_rows); eps None: their max rounded up to DIGITS significant digits, checked by
+    the kernel on the fast route; a given eps on the default route.  The certificate is written at path (a
+    temporary file when None); a claim the kernel does not VERIFY leaves no file."""
+    check_pairs(pairs, norm)
+    d, o = float_output_rows(pairs, norm)
+    rows = OutputRows(*output_rows(layer_instance(pairs), norm, "fast"), d, o)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(np.max(np.where(o > 0, d / o, np.inf) if relative else d))
+    bound = float(np.max(rows.relative if relative else rows.bound))
+    claim = Fraction(eps) if eps is not None else None if not np.isfinite(bound) else (
+        round_up(bound) if bound > 0 else Fraction(2) ** -1074)
+    if claim is None:
+        from ..kernel import Verdict
+        return None, estimate, None, None, Verdict("REJECTED", "no finite bound: a row's output norm has no "
+                                                               "positive certified lower bound"), rows
+    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+        target = path or os.path.join(tmp, "output-distance.json")
+        output_certificate(target, pairs, claim, norm, relative, provenance, shared)
+        v = check(target, "fast" if eps is None else DEFAULT_ROUTE)
+        cert = Certificate.read(target, verdict=v) if v.status == "VERIFIED" else None
+        if cert is None and path:
+            remove(target)
+    return claim if cert else None, estimate, bound, cert, v, rows
 
 
 def certify_output_distance(head: Head, replacement: Head, norm: str = "inf", relative: bool = False,
                             eps: Fraction | None = None, path: str | None = None, provenance: dict | None = None,
                             shared: bool = True) -> OutputComparison:
     """Certify max_i ||(A V W - A' V' W)_i|| <= eps (relative: max_i ||D_i|| / ||(A V W)_i|| <= eps)
-    for a head with values V (and projection W, or none) and a replacement with values V' (kind
-    attention-output-distance, format 1.3).  eps None: the kernel's proven bound (from a first check
-    of a claim at 2^62, which any finite bound meets) rounded up to DIGITS significant digits and
-    checked on the fast route; a given eps is checked on the default route.  The certificate is
-    written at path (a temporary file when None); a claim the kernel does not VERIFY leaves no file."""
+    for a head with values V (and projection W, or none) and a replacement with values V' (certify_output
+    on the one pair)."""
     t0 = time.perf_counter()
-    if norm not in NORMS:
-        raise HeadError(f"output distance: norm must be one of {', '.join(NORMS)}, got {norm!r}")
-    if head.values is None or replacement.values is None:
-        raise HeadError(f"output distance: head {head.name!r} and its replacement need values V (N x d_v); "
-                        f"give values= to Head.from_arrays")
-    if replacement.n != head.n or replacement.values.shape[1] != head.values.shape[1]:
-        raise HeadError(f"replacement {replacement.name!r} has {replacement.n} queries and d_v = "
-                        f"{replacement.values.shape[1]}, the head {head.n} and {head.values.shape[1]}")
-    d, o = output_rows(head, replacement, norm)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = float(np.max(np.where(o > 0, d / o, np.inf) if relative else d))
-    output = {"values": head.values, "replacement_values": replacement.values, "projection": head.projection,
-              "norm": norm, "relative": relative}
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-        probe = os.path.join(tmp, "probe.json")
-        certificate(probe, OUTPUT_KIND, 0, PROBE, head, {}, shared=False, replacement=replacement, output=output)
-        first = check(probe, "fast")
-        bound = first.details.get("certified_max_row_output_distance") if first.status == "VERIFIED" else None
-        claim = Fraction(eps) if eps is not None else None if bound is None else (
-            round_up(bound) if bound > 0 else Fraction(2) ** -1074)
-        if claim is None:
-            return OutputComparison(head, replacement, None, estimate, None, None, first, time.perf_counter() - t0,
-                                    norm, relative)
-        target = path or os.path.join(tmp, "output-distance.json")
-        certificate(target, OUTPUT_KIND, 0, claim, head, {}, provenance, shared=shared, replacement=replacement,
-                    output=output)
-        v = check(target, "fast" if eps is None else DEFAULT_ROUTE)
-        cert = Certificate.read(target, verdict=v) if v.status == "VERIFIED" else None
-        if cert is None and path:
-            remove(target)
-    return OutputComparison(head, replacement, claim if cert else None, estimate, bound, cert, v,
-                            time.perf_counter() - t0, norm, relative)
+    claim, estimate, bound, cert, v, rows = certify_output([(head, replacement)], norm, relative, eps, path,
+                                                           provenance, shared)
+    return OutputComparison(head, replacement, claim, estimate, bound, cert, v, time.perf_counter() - t0,
+                            norm, relative, rows)
 
+
+def certify_layer_output(layer: str, heads: list, replacements: list, norm: str = "inf", relative: bool = False,
+                         eps: Fraction | None = None, path: str | None = None, provenance: dict | None = None,
+                         shared: bool = True) -> LayerComparison:
+    """Certify the attention block of a layer: max_i ||sum_h (A_h V_h - A'_h V'_h) W_O^h)_i|| <= eps (relative:
+    over ||sum_h (A_h V_h W_O^h)_i||), every head with its values and its slice W_O^h of the output
+    projection (a grouped-query layer: each query head with its key-value head's keys and values)."""
+    t0 = time.perf_counter()
+    if not heads or len(heads) != len(replacements):
+        raise HeadError(f"layer {layer}: {len(heads)} heads and {len(replacements)} replacements (one each)")
+    claim, estimate, bound, cert, v, rows = certify_output(list(zip(heads, replacements)), norm, relative, eps,
+                                                           path, provenance, shared)
+    method = str(replacements[0].provenance.get("compression", replacements[0].name))
+    return LayerComparison(layer, method, heads, replacements, claim, estimate, bound, cert, v,
+                           time.perf_counter() - t0, norm, relative, rows)

@@ -15,12 +15,14 @@ from ..outputs import write_atomic, write_json
 
 INLINE_LIMIT = 4096
 # The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
-# sinks or a replacement, 1.3 only for an output distance, so that older readers keep reading everything else.
+# sinks or a replacement, 1.3 only for an output distance or per-key row intervals, so that older readers keep reading everything else.
 VERSION, MASK_VERSION, PAIR_VERSION, OUTPUT_VERSION = "1.0", "1.1", "1.2", "1.3"
 
 
 def version_of(*heads):
-    """The oldest format version that states these heads."""
+    """The oldest format version that states these heads (per-key row intervals, KeyRows: 1.3)."""
+    if any(h.mask is not None and not hasattr(h.mask, "sinks") for h in heads):
+        return OUTPUT_VERSION
     if any(h.mask is not None and h.mask.sinks for h in heads) or len(heads) > 1:
         return PAIR_VERSION
     return MASK_VERSION if any(h.mask is not None for h in heads) else VERSION
@@ -90,38 +92,47 @@ def instance_json(w, head, prefix=""):
 
 
 def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, inline_limit=INLINE_LIMIT,
-                shared=False, replacement=None, output=None):
+                shared=False, replacement=None):
     """Write a certificate of kind (a kinds-table name) claiming r_eps(A) <relation> bound for head
     (a certkit.Head), or, with a replacement head (kind attention-distance, bound unused),
-    max_i ||A_i - A'_i||_1 <= eps.  output (kind attention-output-distance, format 1.3): a dict with
-    values V, replacement_values V', projection W or None, norm ("inf" | "2") and relative (bool):
-    the claim max_i ||(A V W - A' V' W)_i|| (/ ||(A V W)_i||) <= eps.
-    witness_arrays: {field: (array, "float" | "int")}.  inline_limit, shared: see CertificateWriter.  Returns the path."""
+    max_i ||A_i - A'_i||_1 <= eps.  witness_arrays: {field: (array, "float" | "int")}.  inline_limit,
+    shared: see CertificateWriter.  Returns the path."""
     w = CertificateWriter(path, inline_limit, shared)
     claim = {"quantity": "r_eps", "relation": KINDS[kind].relation, "bound": str(int(bound)), "eps": numeral(Fraction(eps))}
     inst = instance_json(w, head)
-    version = version_of(*(h for h in (head, replacement) if h is not None))
     if replacement is not None:
         claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
         inst["replacement"] = instance_json(w, replacement, "replacement.")
-    if output is not None:
-        quantity = f"max_row_{'relative_' * bool(output['relative'])}output_distance_{output['norm']}"
-        claim = {"quantity": quantity, "relation": "<=", "eps": claim["eps"]}
-        inst["values"] = w.array("values", output["values"])
-        inst["replacement"]["values"] = w.array("replacement.values", output["replacement_values"])
-        if output.get("projection") is not None:
-            inst["projection"] = w.array("projection", output["projection"])
-        version = OUTPUT_VERSION
-    doc = {
-        "format": FORMAT, "version": version, "kind": kind,
-        "claim": claim,
-        "instance": inst,
-        "witness": {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()},
-        "assumptions": list(KINDS[kind].lemmas),
-    }
-    if provenance:
-        doc["provenance"] = provenance
-    return w.write(doc)
+    witness = {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()}
+    return w.write(document(kind, version_of(*(h for h in (head, replacement) if h is not None)), claim, inst,
+                            witness, provenance))
+
+
+def document(kind, version, claim, inst, witness, provenance):
+    doc = {"format": FORMAT, "version": version, "kind": kind, "claim": claim, "instance": inst,
+           "witness": witness, "assumptions": list(KINDS[kind].lemmas)}
+    return doc | ({"provenance": provenance} if provenance else {})
+
+
+def output_certificate(path, pairs, eps, norm, relative, provenance=None, shared=False, inline_limit=INLINE_LIMIT):
+    """Write an attention-output-distance certificate (format 1.3) claiming max_i ||D_i|| <= eps (relative: over
+    ||(A V W)_i||) in the row norm "inf" or "2", D = sum over pairs (head, replacement) of A V W - A' V' W:
+    each head's values V and projection W (its replacement's values V', the head's W).  One pair: the head
+    itself is the instance; several (a layer): {"heads": [...]}.  Returns the path."""
+    w = CertificateWriter(path, inline_limit, shared)
+    heads = []
+    for i, (head, rep) in enumerate(pairs):
+        p = "" if len(pairs) == 1 else f"heads.{i}."
+        inst = instance_json(w, head, p) | {"values": w.array(p + "values", head.values)}
+        if head.projection is not None:
+            inst["projection"] = w.array(p + "projection", head.projection)
+        inst["replacement"] = instance_json(w, rep, p + "replacement.") | {
+            "values": w.array(p + "replacement.values", rep.values)}
+        heads.append(inst)
+    claim = {"quantity": f"max_row_{'relative_' * bool(relative)}output_distance_{norm}", "relation": "<=",
+             "eps": numeral(Fraction(eps))}
+    inst = heads[0] if len(heads) == 1 else {"heads": heads}
+    return w.write(document("attention-output-distance", OUTPUT_VERSION, claim, inst, {}, provenance))
 
 
 def ensure_folder(path, what="--out"):

@@ -24,11 +24,11 @@ sys.path[:0] = [os.path.dirname(TESTS), TESTS]
 import numpy as np  # noqa: E402
 
 import distance_oracle as oracle  # noqa: E402
-from certkit import compress  # noqa: E402
+from certkit import compress, streaming  # noqa: E402
 from certkit.choices import check  # noqa: E402
 from certkit.head import Head, RowMask  # noqa: E402
 from certkit.numbers import decimal  # noqa: E402
-from certkit.search.compare import certify_output_distance  # noqa: E402
+from certkit.search.compare import certify_output  # noqa: E402
 
 PRODUCER = "tests/golden/output/build.py"
 EXPECTED = {}
@@ -47,13 +47,21 @@ def heads():
                                 projection=W, name="encoder-n12-weights")
     encoder = Head.from_arrays(Q, K, beta=1, values=V, name="encoder-n12")
     shorter = Head.from_arrays(Q, K[4:], beta=1, values=V[4:], name="last-8-keys")     # a cache of 8 of the 12 keys
+    second = Head.from_arrays(rng.standard_normal((n, d)) / 4, K, beta=1, mask=RowMask(0), values=V[::-1].copy(),
+                              projection=rng.standard_normal((dv, 6)) / 4, name="causal-n12-second")
+    kivi = lambda h: streaming.kivi(h, bits=2, group=4, residual=4)        # noqa: E731
     return [
-        ("causal-kv-q4_0-inf", causal, compress.kv(causal, "q4_0", "q4_0"), "inf", False),
-        ("causal-proj-kv-q8_0-2", projected, compress.kv(projected, "q8_0", "q8_0"), "2", False),
-        ("causal-proj-kv-fp8-relative-inf", projected, compress.kv(projected, "fp8_e5m2", "fp8_e5m2"), "inf", True),
-        ("window-sink-evict-relative-2", window, compress.evict(window, sinks=1, window=2), "2", True),
-        ("encoder-weights-int8-relative-2", weighted, compress.kv(weighted, "int8", "int8"), "2", True),
-        ("encoder-shorter-replacement-inf", encoder, shorter, "inf", False),
+        ("causal-kv-q4_0-inf", [(causal, compress.kv(causal, "q4_0", "q4_0"))], "inf", False),
+        ("causal-proj-kv-q8_0-2", [(projected, compress.kv(projected, "q8_0", "q8_0"))], "2", False),
+        ("causal-proj-kv-fp8-relative-inf", [(projected, compress.kv(projected, "fp8_e5m2", "fp8_e5m2"))], "inf", True),
+        ("window-sink-evict-relative-2", [(window, compress.evict(window, sinks=1, window=2))], "2", True),
+        ("encoder-weights-int8-relative-2", [(weighted, compress.kv(weighted, "int8", "int8"))], "2", True),
+        ("encoder-shorter-replacement-inf", [(encoder, shorter)], "inf", False),
+        ("causal-h2o-inf", [(causal, compress.evict(causal, sinks=1, window=2, heavy=2))], "inf", False),
+        ("causal-proj-kivi-2bit-2", [(projected, kivi(projected))], "2", False),
+        ("layer-two-heads-kivi-relative-inf", [(projected, kivi(projected)), (second, kivi(second))], "inf", True),
+        ("layer-two-heads-q4_0-h2o-2", [(projected, compress.kv(projected, "q4_0", "q4_0")),
+                                        (second, compress.evict(second, sinks=0, window=3, heavy=2))], "2", False),
     ]
 
 
@@ -98,11 +106,11 @@ def below_truth(doc):
 def build():
     for f in glob.glob(os.path.join(HERE, "*.json")):
         os.remove(f)
-    for name, head, rep, norm, relative in heads():
-        c = certify_output_distance(head, rep, norm, relative, path=path_of(name), shared=False,
-                                    provenance={"producer": PRODUCER, "method": rep.provenance.get("compression", "")})
-        assert c.verdict.status == "VERIFIED" and load(name)["version"] == "1.3", (name, c.verdict.line())
-        expect(name, "VERIFIED", f" <= {c.distance}")
+    for name, pairs, norm, relative in heads():
+        claim, _, _, _, v, _ = certify_output(pairs, norm, relative, path=path_of(name), shared=False, provenance={
+            "producer": PRODUCER, "method": pairs[0][1].provenance.get("compression", "")})
+        assert v.status == "VERIFIED" and load(name)["version"] == "1.3", (name, v.line())
+        expect(name, "VERIFIED", f" <= {claim}")
         eps = below_truth(load(name))
         mutate(name, f"{name}-eps-below-truth", lambda d: d["claim"].__setitem__("eps", eps), "REJECTED",
                "attention-output-distance/row-norm")
@@ -141,6 +149,26 @@ def build():
          "$.assumptions: kind attention-output-distance relies on exactly ['attention-output-distance']"),
     ]:
         mutate(src, name, edit, "MALFORMED", contains)
+    layer, kivi = "layer-two-heads-q4_0-h2o-2", "causal-proj-kivi-2bit-2"
+    heads_of = lambda d: d["instance"]["heads"]            # noqa: E731
+    for name, edit, contains in [
+        ("layer-no-heads", lambda d: heads_of(d).clear(), "$.instance.heads: expected a list of 1 to 256 heads"),
+        ("layer-head-without-projection", lambda d: heads_of(d)[1].pop("projection"),
+         "$.instance.heads[1]: a layer's heads need projections W of one width, one n"),
+        ("layer-projections-of-two-widths", lambda d: [r.pop() for r in heads_of(d)[1]["projection"]],
+         "$.instance.heads[1]: a layer's heads need projections W of one width, one n"),
+        ("layer-heads-and-a-head", lambda d: d["instance"].__setitem__("beta", "1"), "$.instance.beta: unknown key"),
+    ]:
+        mutate(layer, name, edit, "MALFORMED", contains)
+    for name, edit, contains in [
+        ("key-rows-one-short", lambda d: rep(d)["row_mask"]["from"].pop(),
+         "$.instance.replacement.row_mask.from: shape"),
+        ("key-rows-and-offset", lambda d: rep(d)["row_mask"].__setitem__("offset", "0"),
+         "$.instance.replacement.row_mask.offset: unknown key"),
+        ("key-rows-row-unseen", lambda d: rep(d)["row_mask"].__setitem__("until", ["0"] * len(rep(d)["row_mask"]["until"])),
+         "$.instance.replacement.row_mask: query 0 sees no key"),
+    ]:
+        mutate(kivi, name, edit, "MALFORMED", contains)
     mutate(src, "version-1.4", lambda d: d.__setitem__("version", "1.4"), "UNSUPPORTED", "format version 1.4")
     with open(os.path.join(HERE, "expected.json"), "w") as f:
         json.dump(dict(sorted(EXPECTED.items())), f, indent=1)
