@@ -12,12 +12,13 @@ them.  The public API (docs/api.md) is imported lazily: `import certkit` stays l
 """
 __version__ = "0.2.0"
 
-__all__ = ["Head", "RowMask", "KeyRows", "Certificate", "Sandwich", "Comparison", "OutputComparison", "Verdict", "certify", "compare", "verify",
+__all__ = ["Head", "RowMask", "KeyRows", "Certificate", "Sandwich", "Comparison", "OutputComparison", "LayerComparison", "Verdict", "certify", "compare",
+           "compare_layer", "verify",
            "audit", "scale",
            "calibrate", "tables", "heads_from_model", "OverSqrt", "BetaInterval", "UserError", "__version__"]
-_HOMES = {**dict.fromkeys(["certify", "compare", "verify", "audit", "scale", "calibrate", "tables"], "api"),
+_HOMES = {**dict.fromkeys(["certify", "compare", "compare_layer", "verify", "audit", "scale", "calibrate", "tables"], "api"),
           "Certificate": "certificate", "Sandwich": "certificate", "Comparison": "certificate",
-          "OutputComparison": "certificate",
+          "OutputComparison": "certificate", "LayerComparison": "certificate",
           "heads_from_model": "models", "Head": "head", "RowMask": "head", "KeyRows": "head", "Verdict": "kernel", "OverSqrt": "numbers", "BetaInterval": "numbers", "UserError": "errors"}
 
 from .lazy import exports  # noqa: E402

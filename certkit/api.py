@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any
 
-from .certificate import Certificate, Comparison, OutputComparison, Sandwich
+from .certificate import Certificate, Comparison, LayerComparison, OutputComparison, Sandwich
 from .choices import check
 from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
@@ -123,6 +123,34 @@ def compare(head: Head, replacement: "Head | str", *, eps: EpsLike | None = None
                                        None if out is None else os.fspath(out))
     return certify_distance(head, replacement, None if eps is None else parse_distance(eps),
                             None if out is None else os.fspath(out))
+
+
+def compare_layer(heads: list, replacement: "str | list", *, norm: str = "2", relative: bool = False,
+                  eps: EpsLike | None = None, out: str | os.PathLike[str] | None = None) -> "LayerComparison":
+    """The certified error of a layer's attention block:  max_i ||(sum_h (A_h V_h - A'_h V'_h) W_O^h)_i|| <= eps  in
+    the row norm "inf" or "2" (relative=True: divided by ||(sum_h A_h V_h W_O^h)_i||), for the heads of one layer
+    (each with values and its slice W_O^h of the output projection, as certkit.heads_from_model gives them) and a
+    replacement per head: a method spelling applied to every head ("kv:q4_0", "kivi:bits=2", "evict:sinks=4,
+    window=256", "evict:window=128,heavy=128") or a list of Heads.  One kernel-VERIFIED certificate (kind
+    attention-output-distance, format 1.3, a {"heads": [...]} instance).  Returns a LayerComparison: .distance,
+    .estimate, .certificate, .verdict and .rows (per token: the certified bound and float value, absolute and
+    relative; .rows.stats() gives max / mean / p99)."""
+    with needs("search", "compare"):
+        from .compress import MethodError, parse_methods
+        from .search.compare import certify_layer_output
+    heads = list(heads)
+    if not heads or not all(isinstance(h, Head) for h in heads):
+        raise TypeError("compare_layer: expected a non-empty list of certkit.Head (one layer's heads)")
+    if isinstance(replacement, str):
+        methods = parse_methods(replacement)
+        if len(methods) != 1:
+            raise MethodError(f"compare_layer: {replacement!r} spells {len(methods)} settings; give one")
+        replacement = [methods[0].apply(h) for h in heads]
+    if norm not in ("inf", "2"):
+        raise UserError(f"compare_layer: norm must be \"inf\" or \"2\", got {norm!r}")
+    layer = str(heads[0].provenance.get("layer", "layer"))
+    return certify_layer_output(layer, heads, list(replacement), norm, bool(relative),
+                                None if eps is None else parse_output_eps(eps), None if out is None else os.fspath(out))
 
 
 @limited(preload=())

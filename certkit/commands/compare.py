@@ -294,9 +294,10 @@ def figures(meta, rows, out):
         return []
     from .figures import layer_head_panels, layer_method_map
     if meta.get("level") == "layer":
-        return layer_method_map(rows, "rel_max", os.path.join(out, "compare-layers"),
+        return layer_method_map(rows, "rel_max" if meta.get("relative") else "abs_max", os.path.join(out, "compare-layers"),
                                 f"{meta['model']}, L = {meta['length']}: certified max over tokens of "
-                                f"‖D_i‖{meta['norm']} / ‖O_i‖{meta['norm']}",
+                                + ("‖D_i‖{0} / ‖O_i‖{0}" if meta.get("relative") else "‖D_i‖{0}").format(
+                                    {"2": "₂", "inf": "∞"}[meta["norm"]]),
                                 None if meta.get("eps") is None else Fraction(meta["eps"]))
     paths = []
     for fam in dict.fromkeys(r["family"] for r in rows):

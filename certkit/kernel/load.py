@@ -403,7 +403,7 @@ class Instance:
     replacement: "Instance | None" = None
     values: np.ndarray | None = None        # V (N x d_v), output kinds (1.3)
     projection: np.ndarray | None = None    # W (d_v x d_out), optional, output kinds
-    layer: list | None = None               # output kinds: [self] or the heads of {"heads": [...]} (1.3)
+    layer: list = field(default_factory=list)  # output kinds: [self] or the heads of {"heads": [...]} (1.3)
 
     def __post_init__(self):
         """n queries, N keys; kept: the indices of the kept columns (None: all, no weights)."""
@@ -427,7 +427,7 @@ def instance(doc: dict, base_dir: str | None, shape: str = "matrix") -> "Instanc
     for i, h in enumerate(layer if many else []):
         if h.projection is None or (h.n, h.projection.shape[1]) != (layer[0].n, layer[0].projection.shape[1]):
             raise Malformed(f"$.instance.heads[{i}]", "a layer's heads need projections W of one width, one n")
-    layer[0].layer = layer if out else None
+    layer[0].layer = layer if out else []
     return layer[0]
 
 

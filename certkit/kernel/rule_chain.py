@@ -42,7 +42,7 @@ def _diameter_up(P, E):
     return float(inflate(best + 2 * float(np.max(norms_up(E, 0))), 2))
 
 
-def _complement(X, P, EP, F):
+def _complement(X, P, EP, F) -> tuple[np.ndarray, np.ndarray | float]:
     """Rows of X (I - F F^T), X exact, P = fl(X F) with error EP: (Y, E), E >= |Y - exact| entrywise."""
     if F.shape[1] == 0:
         return X, np.zeros_like(X)
