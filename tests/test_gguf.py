@@ -229,3 +229,30 @@ def test_a_gguf_file_without_the_gguf_package_names_the_extra(tiny, tmp_path, ca
     assert main(["certify", "--model", str(path), "--out", str(tmp_path / "o")]) == 69
     err = capsys.readouterr().err
     assert "certkit[models]" in err and "Traceback" not in err
+
+
+def test_cli_compare_level_layer_certifies_each_layers_attention_block(tiny, tmp_path, capsys):
+    """compare --level layer on a GGUF decoder with grouped-query heads: one VERIFIED layer certificate per
+    layer and setting, every head in it; per layer the certified max, mean and p99 over tokens are >= their
+    float values and within 1e-3 of them (tests/test_models.py: the summed heads rebuild the model's block)."""
+    folder, path, sd = tiny
+    (tmp_path / "ids.txt").write_text(" ".join(map(str, TOKENS)))
+    out = tmp_path / "layers"
+    code = main(["compare", "--model", str(path), "--tokens", str(tmp_path / "ids.txt"), "--length", "32",
+                 "--level", "layer", "--relative", "--method", "kv:int8;kivi:bits=2,group=8,residual=8;"
+                 "evict:sinks=1,window=4;evict:window=4,heavy=4", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["meta"]["level"] == "layer" and len(s["rows"]) == LAYERS * 4
+    for r in s["rows"]:
+        assert r["verdict"] == "VERIFIED" and r["heads"] == NH
+        for q in ("abs", "rel"):
+            for stat in ("max", "mean", "p99"):
+                assert r[f"{q}_{stat}_float"] <= r[f"{q}_{stat}"] <= r[f"{q}_{stat}_float"] * 1.001 + 1e-12
+    assert main(["verify", "-q", str(out)]) == 0
+    doc = json.loads((out / s["rows"][0]["file"]).read_text())
+    assert doc["version"] == "1.3" and len(doc["instance"]["heads"]) == NH
+    assert (out / "compare-layers.png").exists() and "## Per layer" in (out / "summary.md").read_text()
+    code = main(["compare", "--synthetic", "gaussian:n=8,d=4", "--level", "layer", "--method", "kv:int8",
+                 "--out", str(tmp_path / "x")])
+    assert code != 0 and "--level layer" in capsys.readouterr().err

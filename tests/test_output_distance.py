@@ -176,3 +176,13 @@ def test_certkit_compare_norm_on_head_files_with_values(tmp_path):
     assert bad.returncode == 64 and "needs heads with values" in bad.stderr
     bad = cli(path, "--method", "kv:int8", "--relative", "--out", tmp_path / "c")
     assert bad.returncode == 64 and "--relative needs --norm" in bad.stderr
+
+
+def test_compare_relative_on_a_zero_output_leaves_the_verdict_to_the_kernel():
+    """No finite relative bound (a row whose output is 0): the kernel itself REJECTS the largest claim the
+    format allows; nothing outside the kernel makes up a verdict."""
+    rng = np.random.default_rng(1)
+    h = Head.from_arrays(rng.standard_normal((6, 4)), rng.standard_normal((6, 4)), beta=1, values=np.zeros((6, 3)))
+    c = certkit.compare(h, "kv:int8", norm="inf", relative=True)
+    assert c.distance is None and c.kernel_bound is None
+    assert c.verdict.status == "REJECTED" and "attention-output-distance/row-norm" in c.verdict.message

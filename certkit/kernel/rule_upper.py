@@ -100,21 +100,21 @@ def _row_norms(X, norm, down=False):
 
 
 def output_rows(inst: Instance, norm: str, route: str = "fast") -> tuple:
-    """(up, rel) per row: up_i >= ||D_i|| and rel_i >= ||D_i|| / ||(A V W)_i|| (inf where the lower bound lo_i of the
-    norm is <= 0), summed over inst.layer.  P = fl(V W) (W = I without a projection), k a power of 2 above
-    2 max_j ||P_j||_1: G = P / k is a decoder whose T^ = fl(m G) gives k T^_i within k e_i + r (max |P - V W| + k eta)
-    of (A V W)_i (r = 1, sqrt(d_out)).  Per side (heads, replacements) S = the float sum over the H heads of k T^,
-    within err of the exact sum: those terms and gamma_{H-1} ||k T^_i|| for the sum."""
+    """(up, rel) per row: up_i >= ||D_i||, rel_i >= ||D_i|| / ||(A V W)_i|| (inf where its lower bound lo_i <= 0),
+    summed over inst.layer.  k a power of 2 above 2 max_j ||V_j||_1: G = V / k is a decoder whose T^ = fl(m G)
+    has ||A_i V - k T^_i||_1 <= k (e_i + d_v eta); Y = fl(k T^ W) within E of k T^ W: Y_i is within k (e_i + d_v eta)
+    w + ||E_i|| of (A V W)_i, w >= max_a ||W_a|| (1 without W).  Per side (heads, replacements) S = the float sum
+    of Y over the H heads, within err of the exact sum: those terms and gamma_{H-1} ||Y_i||."""
     H, S, err = len(inst.layer), [0.0, 0.0], [0.0, 0.0]
     for h in inst.layer:
         W = h.projection
-        r = 1.0 if norm == "inf" else float(np.sqrt(h.values.shape[1] if W is None else W.shape[1])) * (1 + 2 * u)
+        w = 1.0 if W is None else float(np.max(_row_norms(W, norm)))
         for s, x in enumerate((h, h.replacement)):
-            P, E = (x.values, np.zeros(1)) if W is None else prod_up(x.values, W)
-            k = 2.0 ** (1 + math.frexp(float(np.max(sum_up(np.abs(P), axis=1))))[1])
-            _, T, e = enclose_all(x, None, route, Decoder({"decoder": P / k}, "$.instance.values", None, x.N))
-            S[s] = S[s] + T * k
-            err[s] = err[s] + k * e + r * (float(np.max(E)) + k * ETA) + gamma(H - 1) * _row_norms(T * k, norm)
+            k = 2.0 ** (1 + math.frexp(float(np.max(sum_up(np.abs(x.values), axis=1))))[1])
+            _, T, e = enclose_all(x, None, route, Decoder({"decoder": x.values / k}, "$.values", None, x.N))
+            Y, E = (T * k, np.zeros_like(T)) if W is None else prod_up(T * k, W)
+            S[s] += Y
+            err[s] += k * (e + x.values.shape[1] * ETA) * w + _row_norms(E, norm) + gamma(H - 1) * _row_norms(Y, norm)
     err = [inflate(e, 8 * H) for e in err]                                      # H <= 256 heads
     lo = (_row_norms(S[0], norm, down=True) - err[0]) * (1 - 4 * u)                # rounded down
     up = inflate(_row_norms(S[0] - S[1], norm) + err[0] + err[1], 2)

@@ -24,6 +24,7 @@ from ... import geometry
 from ...errors import UserError
 from ...models.families import times
 from ...numbers import tag
+from ...provenance import producer
 from ... import parallel
 from ...search import writer
 from ...search.chain import best_chain
@@ -263,7 +264,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     meta = {"model": info["name"], "spec": model_spec,
             "info": {k: os.path.basename(v) if k == "file" else v        # a GGUF file: its name (and sha256)
                      for k, v in info.items() if k not in ("folder", "name")},
-            "text": source, "text_sha256": sha, "reconstruction": recon,
+            "text": source, "text_sha256": sha, "reconstruction": recon, "producer": producer(),
             "grid": {"layers": layers, "heads": heads, "lengths": list(lengths), "multipliers": [str(m) for m in mults],
                      "eps": [str(e) for e in eps_list]}}
     write_atomic(os.path.join(out, "meta.json"), meta)
