@@ -72,10 +72,6 @@ def _fro(A):
     return float(np.linalg.norm(A)) if A.size else 0.0
 
 
-def _sigma1(A):
-    return float(np.linalg.norm(A, 2)) if A.size else 0.0
-
-
 def _as_float(beta):
     """A float near beta (any exact form of certkit.numbers.parse_beta, or a float)."""
     return float(parse_beta(beta))
@@ -414,10 +410,6 @@ class ResidualRow:
     tau_width: float                # 2 tanh(beta sum_l delta^(l) omega^(l) / 4)
     tau_spec: float                 # 2 tanh(beta (2 delta^(1) sigma_{r+1} + delta^(2) omega^(2)) / 4)
     actual: float                   # max_i ||A_i - At_i||_1 (float64)
-
-    @property
-    def delta_Q_total(self):
-        return self.delta_Q[0] + self.delta_Q[1]
 
 
 @dataclass

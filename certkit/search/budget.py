@@ -42,9 +42,6 @@ class Budget:
         self.deadline = self.start + self.seconds
         self.costs: dict[str, float] = {}
 
-    def elapsed(self) -> float:
-        return now() - self.start
-
     def spent(self) -> bool:
         return now() >= self.deadline
 

@@ -42,14 +42,6 @@ def max_half_width(d, beta, L, cell=None):
     return K
 
 
-def own_cell_mass(d, cell):
-    """(S/theta)^d in float (untrusted estimate; the kernel bounds it in Arb)."""
-    n = np.arange(-60, 61)
-    g = np.exp(-n * n / 2.0)
-    lo, hi = cell
-    return float((g[(n >= lo) & (n <= hi)].sum() / g.sum()) ** d)
-
-
 def _write(path, instance, witness, bound, eps, provenance):
     kind = KINDS["lower-lattice"]
     doc = {"format": FORMAT, "version": writer.VERSION, "kind": kind.name,

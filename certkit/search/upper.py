@@ -5,23 +5,17 @@ a rank is claimed only when the kernel's certified error is <= eps.  Floats choo
 decides.  Stages, each started from the best so far:
 
 1. truncated SVD (Eckart–Young in Frobenius; the baseline every peer is compared with);
-2. (optional, `bases=True`) LP best-row fits (docs/mathematics.md §9.3): for a basis G (k x N) every row is
-   fitted by min_c ||A_i - c^T G||_1, solved by HiGHS in the dual form
-   max_y <A_i, y>  s.t.  G y = 0, -1 <= y <= 1  (c = minus the equality marginals);
-   bases: top right singular vectors, greedy rows (column-pivoted QR order), their union;
-   k by doubling then bisection with IRLS fits (an upper estimate of the LP optimum: any c
-   is feasible), the LP only at the chosen k.  Off by default: n LPs per basis cost seconds at
-   n = 256 and the refinement from the SVD reaches the same ranks;
-3. alternating refinement: L-BFGS on (C, G) jointly for the smoothed p-norm of the row
+2. alternating refinement: L-BFGS on (C, G) jointly for the smoothed p-norm of the row
    errors, (sum_i e_i^p)^(1/p) with e_i = sum_j sqrt(R_ij^2 + delta^2) -> max_i ||R_i||_1,
    warm-started at rank k - s from the SVD of the current B, s halving on failure; a near
-   miss whose excess is on a few rows only gets those rows refitted by the exact LP
-   (lp_rescue: the LP is solved only where the cheap fit fails).
+   miss whose excess is on a few rows only gets those rows refitted by the exact LP best-row fit
+   (docs/mathematics.md §9.3: min_c ||A_i - c^T G||_1 by HiGHS in the dual form max_y <A_i, y>
+   s.t. G y = 0, -1 <= y <= 1, c = minus the equality marginals; lp_rescue: the LP is solved only
+   where the cheap fit fails).
 """
 import time
 
 import numpy as np
-import scipy.linalg
 from scipy.linalg import lapack
 from scipy.optimize import linprog
 
@@ -43,23 +37,6 @@ TINY = 2.0 ** -100     # row weights of the refinement's gradient below this are
 
 # ---------------------------------------------------------------- row fits on a basis
 
-def fit_rows_irls(A, G, iters=8, delta=1e-9):
-    """Approximate l1 row fits C (n x k) of A on the rows of G by iteratively reweighted least
-    squares, weights 1/max(|r_ij|, delta); any C is feasible, so errors are >= the LP optimum."""
-    k = G.shape[0]
-    C = np.linalg.lstsq(G.T, A.T, rcond=None)[0].T
-    reg = 1e-13 * np.eye(k)
-    for _ in range(iters):
-        W = 1.0 / np.maximum(np.abs(A - C @ G), delta)
-        M = np.matmul(G[None] * W[:, None, :], G.T) + reg
-        b = (W * A) @ G.T
-        try:
-            C = np.linalg.solve(M, b[..., None])[..., 0]
-        except np.linalg.LinAlgError:
-            break
-    return C
-
-
 def fit_rows_lp(A, G):
     """Exact l1 row fits by HiGHS (dual simplex) on the dual LP: (C, errors)."""
     k = G.shape[0]
@@ -70,58 +47,6 @@ def fit_rows_lp(A, G):
         if r.status == 0:
             C[i] = -r.eqlin.marginals
     return C, row_errors(A, C @ G)
-
-
-def svd_basis(A):
-    return np.linalg.svd(A, full_matrices=False)[2]
-
-
-def greedy_row_basis(A):
-    """Rows of A in greedy order: the most peaked row first, then column-pivoted QR of A^T
-    (each next row has the largest residual off the span of those chosen)."""
-    _, _, piv = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
-    first = int(np.argmax(A.max(axis=1)))
-    order = [first] + [int(p) for p in piv if p != first]
-    return A[order]
-
-
-def orthonormal_union(B1, B2):
-    """An orthonormal basis (rows) of span(B1) + span(B2), B1's directions first."""
-    Qm, _ = np.linalg.qr(np.vstack([B1, B2]).T)
-    return Qm.T
-
-
-def smallest_basis_rank(A, eps, basis_of_k, lo, hi):
-    """Smallest k in (lo, hi] with IRLS row fits on basis_of_k(k) reaching eps, by doubling
-    from lo+1 then bisection: (k, C, G) or None."""
-    target = eps * (1 - SAFETY)
-    ok = {}
-
-    def good(k):
-        tick()
-        G = basis_of_k(k)
-        C = fit_rows_irls(A, G)
-        if row_errors(A, C @ G).max() <= target:
-            ok[k] = (C, G)
-            return True
-        return False
-
-    step, last_bad, k = 1, lo, lo + 1
-    while k <= hi and not good(k):
-        last_bad, step = k, step * 2
-        k = lo + step
-    if k > hi:
-        if hi <= last_bad or not good(hi):
-            return None
-        k = hi
-    a, b = last_bad, k                       # a fails (or is lo), b succeeds
-    while b - a > 1:
-        m = (a + b) // 2
-        if good(m):
-            b = m
-        else:
-            a = m
-    return (b,) + ok[b]
 
 
 # ---------------------------------------------------------------- joint refinement
@@ -380,17 +305,11 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, polish=False, progress=None,
-           improved=None, cache=None, svd_only=False, **kw):
+def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
-    floor: a certified lower bound (the search stops there).  attempts: refinement steps.
-    bases: also run stage 2 (row fits on SVD / greedy-row / union bases, below lp_max_rank;
-    n N k^2 per IRLS sweep) before the refinement; off by default: on real and synthetic heads
-    the refinement from the SVD reaches the same ranks without it.  polish: LP row fits on the
-    final basis when the refinement won (lowers the certified error, never the rank; n LPs).
-    kw: passed to descend / refine.  progress: None or a callable taking a short text (each
+    floor: a certified lower bound (the search stops there).  attempts: refinement steps.  kw: passed to descend / refine.  progress: None or a callable taking a short text (each
     certified rank, for a status line).  improved: None or a callable taking the best so far
     (this dict, with the tried list and svd_rank so far) each time it changes (the anytime
     sandwich writes each one as a certificate).  cache: None or a dict kept by the caller for
@@ -447,24 +366,7 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
         return best
 
-    # 2. (optional) LP row fits on SVD / greedy-row / union bases
-    if bases and best["k"] > floor:
-        Vs, Gr = Vt, greedy_row_basis(A)
-        basis_of = {"lp-svd": lambda k: Vs[:k], "lp-rows": lambda k: Gr[:k],
-                    "lp-union": lambda k: orthonormal_union(Vs[:(k + 1) // 2], Gr[:k // 2])[:k]}
-        for name, basis in basis_of.items():
-            if best["k"] <= floor or best["k"] > lp_max_rank:
-                continue
-            found = smallest_basis_rank(A, eps, basis, floor - 1, best["k"] - 1)
-            if found is None:
-                continue
-            k, C, G = found
-            C_lp, e_lp = fit_rows_lp(A, G)
-            if e_lp.max() <= target and offer(name, C_lp, G):
-                continue
-            offer(name, C, G)
-
-    # 3. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats)
+    # 2. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats)
     if best["k"] > floor and n * N <= REFINE_MAX:
         if n * N > BUDGET_FROM:          # large heads: a budget of objective evaluations, O(n N) each
             kw.setdefault("budget", [max(200, (1 << 32) // (n * N))])
@@ -472,15 +374,6 @@ def search(A, eps, judge, floor=1, attempts=24, lp_max_rank=48, bases=False, pol
         for k, C, G in descend(A, eps, C0, G0, floor, attempts, **kw):
             if not offer("refined", C, G):
                 break
-        if polish and best["method"] == "refined" and best["k"] > 1:   # LP polish can only lower errors
-            G = best["V"].T
-            C_lp, e_lp = fit_rows_lp(A, G)
-            if e_lp.max() <= target:
-                C_lp = np.ascontiguousarray(C_lp)
-                e = judge(C_lp, best["V"])
-                if e <= min(eps, best["certified_error"]):
-                    best.update(U=C_lp, certified_error=float(e), method="refined+lp")
-                    changed()
     best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
     return best
 

@@ -1,5 +1,5 @@
-"""Writing format-1.0 certificates: exact numerals (hex floats) inline, or .npy sidecars pinned
-by sha256.  The only bridge from floats to certificate numbers is float.hex (exact)."""
+"""Writing certificates (formats 1.0 to 1.3, each document in the oldest version that states it): exact
+numerals (hex floats) inline, or .npy sidecars pinned by sha256.  The only bridge from floats to certificate numbers is float.hex (exact)."""
 import hashlib
 import io
 import os
