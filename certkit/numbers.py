@@ -88,6 +88,8 @@ def exact(x: object, what: str = "number") -> Fraction:
                 if math.isfinite(f):
                     return Fraction(f)
             return _bounded(Fraction(x.strip()), x, what)
+        except OutOfRange:                       # a number, too large or too fine to read (1e-2000)
+            raise
         except (ValueError, ZeroDivisionError, OverflowError):
             raise UserError(f"{what}: {x!r} is not a number (use an integer, a decimal or p/q)") from None
     raise UserError(f"{what}: expected a number, got {type(x).__name__}")

@@ -143,10 +143,17 @@ class FolderLock:
                           file=sys.stderr, flush=True)
                     told = True
                 time.sleep(0.2)
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+        except OSError as e:          # a full disk: the lock file is the first thing a run writes
+            try:
+                f.close()             # (flushes again, and fails again)
+            except OSError:
+                pass
+            raise cannot_write(path, e) from None
         self._f = f
         return self
 

