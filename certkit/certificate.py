@@ -6,6 +6,7 @@ certified sandwich  lower <= r_eps(A) <= upper  of one head at one eps,
 A Certificate is checked by the kernel exactly once: when it is read from a file, or, for one the
 searches wrote, by certkit.search.writer.write_checked, whose Verdict it is handed.
 """
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ class Certificate:
             sidecars[name] = read_regular(os.path.join(base, name), 1 << 32, "$", f"sidecar {name!r}")
         with open(path, "rb") as f:
             raw = f.read()
+        if verdict is not None and verdict.details.get("sha256") != hashlib.sha256(raw).hexdigest():
+            raise ValueError(f"{path}: the verdict given is not the kernel's on these bytes (sha256 differs)")
         return cls(raw, sidecars, verdict if verdict is not None else check(path, route), dict(search or {}))
 
     @cached_property

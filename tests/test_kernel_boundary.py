@@ -9,6 +9,8 @@ import pathlib
 import re
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "certkit" / "kernel"
 ALLOWED = {"numpy", "flint"}
@@ -249,3 +251,30 @@ def test_the_numerics_face_is_re_exports_only():
     assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
     assert len(body) > 5 and all(isinstance(n, ast.ImportFrom) and n.level == 1 and n.module in SUBMODULES
                                  for n in body[1:])
+
+
+def test_no_verdict_is_made_outside_the_kernel():
+    """Only kernel.check makes a Verdict; the one exception is choices.check's UNSUPPORTED "resource limit" when
+    the caller's timer fires before the kernel's check has begun (nothing was checked, nothing can be VERIFIED)."""
+    import pathlib
+    import re
+    root = pathlib.Path(__file__).parents[1] / "certkit"
+    made = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                  if "kernel" not in p.parts and re.search(r"\bVerdict\(", p.read_text()))
+    assert made == ["choices.py"], made
+    text = (root / "choices.py").read_text()
+    assert len(re.findall(r"\bVerdict\(", text)) == 1 and 'Verdict("UNSUPPORTED", f"resource limit' in text
+
+
+def test_a_certificate_holds_only_the_kernels_verdict_on_its_bytes(tmp_path):
+    import numpy as np
+    import certkit
+    from certkit.certificate import Certificate
+    from certkit.kernel import Verdict
+    h = certkit.Head.from_arrays(np.eye(3), np.eye(3), beta=1)
+    c = certkit.compare(h, "kv:int8", out=tmp_path / "c.json")
+    v = c.verdict
+    assert Certificate.read(str(tmp_path / "c.json"), verdict=v).verdict is v
+    forged = Verdict("VERIFIED", v.message, {**v.details, "sha256": "0" * 64})
+    with pytest.raises(ValueError, match="not the kernel's on these bytes"):
+        Certificate.read(str(tmp_path / "c.json"), verdict=forged)
