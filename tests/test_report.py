@@ -339,3 +339,13 @@ def test_report_of_the_committed_long_context_growth_law(tmp_path):
     assert r.returncode == 0, r.stderr
     page = (out / "report.html").read_text()
     assert self_contained(page) == 1 and "l18-h8" in page and "growth law" in page
+
+
+def test_a_layer_compare_report_says_what_was_certified_and_by_which_version(tmp_path):
+    import pathlib
+    from certkit.cli import main
+    folder = pathlib.Path(__file__).parents[1] / "data" / "compare" / "minilm-L128-layers"
+    assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "attention block" in page and "kind attention-distance" not in page
+    assert "Produced by certkit" in page

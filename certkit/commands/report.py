@@ -426,13 +426,28 @@ def scale_html(folder, row_limit):
     return "certkit scale: scaling laws of the approximation rank", "\n".join(parts), nfig, nrows
 
 
+def compare_what(meta):
+    """What a compare run certified, in one sentence, from its summary's meta."""
+    p = meta.get("norm")
+    if meta.get("level") == "layer":
+        return (f"for each layer and setting, a kernel-VERIFIED certificate (kind attention-output-distance, a layer "
+                f"of heads) of the error of the layer's attention block on the model's own values through W_O, "
+                f"max_i ‖(Σ_h (A_h V_h − A′_h V′_h) W_O^h)_i‖{p}" + (" relative to the block's output" if meta.get(
+                    "relative") else "") + " ≤ ε, with per-token max, mean and p99 beside their float values.")
+    if p:
+        return (f"for each head and setting, a kernel-VERIFIED certificate (kind attention-output-distance) of the "
+                f"error of the head's output on its own values, max_i ‖(A V W − A′ V′ W)_i‖{p}"
+                + (" relative to ‖(A V W)_i‖" if meta.get("relative") else "") + " ≤ ε.")
+    return ("for each head and compression setting, a kernel-VERIFIED certificate (kind attention-distance) of "
+            "max_i ‖A_i − A′_i‖₁ ≤ ε, the worst error of the attention output over value matrices with entries "
+            "in [−1, 1].")
+
+
 def compare_html(folder, row_limit):
     s = read_json(os.path.join(folder, "summary.json"))
     meta = s.get("meta") or {}
     parts = ["<h2>What was run</h2>",
-             f"<p><code>{esc(meta.get('command', 'certkit compare'))}</code>: for each head and compression setting, "
-             "a kernel-VERIFIED certificate (kind <code>attention-distance</code>) of max_i ‖A_i − A′_i‖₁ ≤ ε, the "
-             "worst error of the attention output over value matrices with entries in [−1, 1].</p>",
+             f"<p><code>{esc(meta.get('command', 'certkit compare'))}</code>: {esc(compare_what(meta))}</p>",
              f"<p>Produced by {esc(producer_line(meta.get('producer')))}.</p>"]
     if os.path.exists(os.path.join(folder, "summary.md")):
         parts.append(markdown(read_text(os.path.join(folder, "summary.md")), row_limit, "summary.md", shift=1))
