@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import mpmath
 
-DIGITS = 50
+DIGITS = 60
 
 
 def number(s):

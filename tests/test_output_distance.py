@@ -2,7 +2,7 @@
 
     max_i ||(A V W - A' V' W)_i|| <= eps   (row norm inf or 2; relative: over ||(A V W)_i||)
 
-judged against an independent 50-digit oracle (tests/distance_oracle.py, reading the certificate's
+judged against an independent 60-digit oracle (tests/distance_oracle.py, reading the certificate's
 numerals): on random heads, values, projections and replacements (other keys, other values, fewer
 keys, masks, weights) the kernel's certified bound lies above the truth and within 1.001 of it, a
 claim at truth (1 + 1e-6) is VERIFIED on the default route and a claim at truth (1 - 1e-9) never is.

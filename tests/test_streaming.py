@@ -129,7 +129,7 @@ def layer(seed, heads=3, n=10, dv=6, dout=5):
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("norm", ["inf", "2"])
 def test_a_layer_certificate_bounds_the_true_sum_over_heads(tmp_path, seed, norm):
-    """The layer's certified error is above the 50-digit truth of the summed heads and within 1.001 of it;
+    """The layer's certified error is above the 60-digit truth of the summed heads and within 1.001 of it;
     a claim a hair below the truth is not VERIFIED."""
     hs = layer(seed)
     reps = [compress.evict(h, sinks=1, window=2, heavy=2) if k % 2 else streaming.kivi(h, 2, 2, 2)

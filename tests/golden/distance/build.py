@@ -7,7 +7,7 @@ and the malformed and unsupported uses of a replacement and of row keys.
 
 Deterministic (the folder's *.json are rewritten); every file is checked here on both routes and a
 case that does not come out as expected stops the build.  Every attention-distance claim is also
-judged by an independent mpmath oracle (tests/distance_oracle.py, 50 digits from the certificate's
+judged by an independent mpmath oracle (tests/distance_oracle.py, 60 digits from the certificate's
 numerals): a VERIFIED claim is true and the kernel's certified bound lies above the truth; a
 REJECTED claim is false, not rejected for enclosure slack alone."""
 import copy

@@ -7,7 +7,7 @@ and the malformed and unsupported uses of values, projections and the new quanti
 
 Deterministic (the folder's *.json are rewritten); every file is checked here on both routes and a
 case that does not come out as expected stops the build.  Every VERIFIED or REJECTED claim is also
-judged by the independent mpmath oracle (tests/distance_oracle.py, 50 digits from the numerals): a
+judged by the independent mpmath oracle (tests/distance_oracle.py, 60 digits from the numerals): a
 VERIFIED claim is true, a REJECTED one false."""
 import copy
 import glob
