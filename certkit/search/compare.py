@@ -138,12 +138,16 @@ class OutputRows:
     estimate: np.ndarray
     output: np.ndarray
 
+    @property
+    def relative_estimate(self) -> np.ndarray:
+        """The float64 ||D_i|| / ||O_i|| (inf where ||O_i|| = 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.output > 0, self.estimate / self.output, np.inf)
+
     def stats(self) -> dict:
         """Certified max / mean / p99 over tokens of the absolute and relative bounds, each with its float value."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rel_f = np.where(self.output > 0, self.estimate / self.output, np.inf)
         out = {}
-        for name, cert, flt in (("abs", self.bound, self.estimate), ("rel", self.relative, rel_f)):
+        for name, cert, flt in (("abs", self.bound, self.estimate), ("rel", self.relative, self.relative_estimate)):
             for stat, f in (("max", np.max), ("mean", np.mean), ("p99", lambda x: np.quantile(x, 0.99, method="higher"))):
                 out[f"{name}_{stat}"], out[f"{name}_{stat}_float"] = float(f(cert)), float(f(flt))
         return out
@@ -160,8 +164,7 @@ def certify_output(pairs: list, norm: str = "inf", relative: bool = False, eps: 
     check_pairs(pairs, norm)
     d, o = float_output_rows(pairs, norm)
     rows = OutputRows(*output_rows(layer_instance(pairs), norm, "fast"), d, o)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = float(np.max(np.where(o > 0, d / o, np.inf) if relative else d))
+    estimate = float(np.max(rows.relative_estimate if relative else d))
     bound = float(np.max(rows.relative if relative else rows.bound))
     claim = Fraction(eps) if eps is not None else LARGEST if not bound < LARGEST else (
         round_up(bound) if bound > 0 else Fraction(2) ** -1074)      # no finite bound: the kernel says why
