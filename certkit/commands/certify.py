@@ -454,7 +454,7 @@ def model_figures(meta, rows, out_dir):
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         return []
-    from .figures import layer_head_maps
+    from ..figures import layer_head_maps
     paths = []
     for e in meta["eps"]:
         for m in meta["multipliers"]:

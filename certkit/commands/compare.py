@@ -295,7 +295,7 @@ def figures(meta, rows, out):
         return []
     if not rows or rows[0].get("layer") is None:
         return []
-    from .figures import layer_head_panels, layer_method_map
+    from ..figures import layer_head_panels, layer_method_map
     if meta.get("level") == "layer":
         return layer_method_map(rows, "rel_max" if meta.get("relative") else "abs_max", os.path.join(out, "compare-layers"),
                                 f"{meta['model']}, L = {meta['length']}: certified max over tokens of "

@@ -361,7 +361,7 @@ def support(rows, fits, who="heads", caveat=True):
 def plot(rows, fits, eps, path, decoder=None):
     """Certified bands per head against n (log2 axis), with prefix averaging's band; the heads of
     another model than decoder (the encoder series) in grey, dotted."""
-    from .figures import figure_style, save_figure
+    from ..figures import figure_style, save_figure
     with figure_style() as plt:
         two = decoder is not None and any(r.get("model", decoder) != decoder for r in rows)
         fig, ax = plt.subplots(figsize=(3.4, 4.1 if two else 3.4), layout="constrained")

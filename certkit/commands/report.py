@@ -11,7 +11,7 @@ folder (docs/report.md).
 * compare (summary.json with "cheapest"): what was run, summary.md rendered, every figure.
 Figures are embedded as base64 PNG; no external CSS, script, font or URL.  The page has no date,
 so rebuilding it from the same folder gives the same bytes.  The figure style and the number
-format of the tables: certkit.commands.figures.
+format of the tables: certkit.figures.
 """
 import base64
 import csv
@@ -25,7 +25,7 @@ from fractions import Fraction
 from ..errors import InputError, UserError
 from ..outputs import write_atomic
 from ..provenance import producer_line
-from .figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
+from ..figures import COLUMN_WIDTH, METADATA, figure_style, fmt, plain_log_axis
 
 ROW_LIMIT = 400
 

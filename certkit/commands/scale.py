@@ -291,8 +291,8 @@ def markdown(sl, head, cc, eps, tolerance):
 def plot(rows, sl, family, path):
     """The family's certified points log10 M against log10 beta (Gamma), the theory slope through
     them, the covering upper bound where informative; the legend gives each fitted slope with its
-    95 % interval.  path (.png) gets a .pdf and an .svg beside it (certkit.commands.figures style)."""
-    from .figures import figure_style
+    95 % interval.  path (.png) gets a .pdf and an .svg beside it (certkit.figures style)."""
+    from ..figures import figure_style
     with figure_style() as plt:
         fig, ax = plt.subplots(figsize=(3.4, 3.3), layout="constrained")
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -326,7 +326,7 @@ def plot(rows, sl, family, path):
 def finish_plot(fig, ax, title, path, legend_size=8, below=False):
     """Title, grid, legend (below the axes when below), then path (.png) and its .pdf and .svg, saved
     without dates or software stamps (identical bytes on a rerun)."""
-    from .figures import save_figure
+    from ..figures import save_figure
     ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3, lw=0.4)
     if below:
@@ -437,7 +437,7 @@ def causal_gap(law):
 def causal_plot(law, eps, path):
     """Certified lower and upper bounds against n (log2 axis) with their least-squares fits in ln n
     (the slope's 95 % interval in the legend); path (.png) gets a .pdf and an .svg beside it."""
-    from .figures import figure_style
+    from ..figures import figure_style
     with figure_style() as plt:
         fig, ax = plt.subplots(figsize=(3.4, 3.2), layout="constrained")
         n = np.array([r["n"] for r in law["points"]], dtype=float)

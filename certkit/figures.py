@@ -8,7 +8,7 @@ matplotlib is imported only when a figure is made.
 import contextlib
 import io
 
-from ..outputs import write_atomic
+from .outputs import write_atomic
 
 COLUMN_WIDTH = 3.4       # inches: one column of a two-column paper
 RC = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8,
