@@ -23,6 +23,7 @@ from .errors import UserError
 from .numbers import (parse_budget, parse_distance, parse_eps, parse_eps_list, parse_jobs, parse_output_eps, parse_peers,
                       parse_time_limit)
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
+from .symbolic import FORMATS as TABLE_FORMATS
 from .threads import limited
 
 __all__ = ["Certificate", "Sandwich", "Comparison", "OutputComparison", "certify", "compare", "verify", "audit", "scale", "calibrate", "tables",
@@ -271,21 +272,11 @@ def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices
 
 @limited()
 def tables(names: Sequence[str] | None = None, *, out: str | os.PathLike[str] | None = None,
-           formats: Sequence[str] = ("csv", "md", "tex")) -> TablesResult:
+           formats: Sequence[str] = TABLE_FORMATS) -> TablesResult:
     """Tables of certified constants (theta_m, N_net, C_m, lattice margins, typical log10 S_r),
     every value an Arb enclosure [lo, hi] rounded outward beside an mpmath approximation: a
     TablesResult (.tables name -> Table, each with .title, .columns, .rows; .rows every row led by
     its table's name); with out, also written as CSV / Markdown / LaTeX (`certkit tables`' bytes)."""
     with needs("search", "tables"):
-        from .commands.tables import TABLES, write_table
-    found = {}
-    for name, title, fn in TABLES:
-        if names is None or name in names:
-            columns, rows = fn()
-            found[name] = Table(rows=[dict(zip(columns, r)) for r in rows], columns=tuple(columns), name=name,
-                                title=title)
-            if out is not None:
-                os.makedirs(out, exist_ok=True)
-                write_table(os.fspath(out), name, title, columns, rows, tuple(formats))
-    return TablesResult(rows=[{"table": t.name, **row} for t in found.values() for row in t.rows],
-                        columns=("table",), tables=found)
+        from .symbolic.tables import tables as build
+    return build(names, out, formats)

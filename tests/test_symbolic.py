@@ -1,4 +1,4 @@
-"""certkit.symbolic (docs/mathematics.md §3.4, §7) and certkit.commands.tables: identities, constants, the two
+"""certkit.symbolic (docs/mathematics.md §3.4, §7) and certkit.symbolic.tables (certkit tables): identities, constants, the two
 evaluation routes, monotonicity of R_sym, and byte-identical tables."""
 import decimal
 import math
@@ -11,7 +11,7 @@ import pytest
 import sympy as sp
 from hypothesis import given, strategies as st
 
-from certkit.commands import tables
+from certkit.symbolic import tables
 from certkit.kernel.numerics import arb_to_fraction_lower, arb_to_fraction_upper
 from certkit.symbolic import (P, P_pos, chain_arb, chain_mpmath, evaluate_arb,
                               evaluate_mpmath, rogers, theta, theta_Astar)
@@ -428,9 +428,10 @@ def test_build_tables_is_deterministic_and_consistent(tmp_path):
 
 def test_tables_run(tmp_path, capsys):
     import argparse
+    from certkit.commands import tables as command
     p = argparse.ArgumentParser()
-    tables.add_arguments(p)
-    assert tables.run(p.parse_args(["--out", str(tmp_path), "--format", "md"])) == 0
+    command.add_arguments(p)
+    assert command.run(p.parse_args(["--out", str(tmp_path), "--format", "md"])) == 0
     out = capsys.readouterr().out.split()
     assert len(out) == 5 and all(p.endswith(".md") for p in out)
 
