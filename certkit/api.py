@@ -191,8 +191,8 @@ def audit(target: Head | str | os.PathLike[str], eps: EpsLike | Sequence[EpsLike
     if isinstance(target, Head) and eps is None:
         raise TypeError("audit: give eps for a Head")
     with needs("search", "audit"):
-        from .commands.audit import audit_certificate, audit_head, flags
-        from .commands.audit.routes import COLUMNS
+        from .auditing import audit_certificate, audit_head, flags
+        from .auditing.routes import COLUMNS
     if isinstance(target, Head):
         records = audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
     else:

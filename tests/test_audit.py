@@ -8,8 +8,8 @@ import pathlib
 import numpy as np
 import pytest
 
-import certkit.commands.audit
-from certkit.commands.audit import compare, core, routes
+import certkit.auditing
+from certkit.auditing import compare, core, routes
 from certkit.cli import main
 from certkit.errors import UserError
 from certkit.head import Head
@@ -165,7 +165,7 @@ def test_bad_input_is_a_user_error(argv, needle, code, hand_head, tmp_path, caps
     argv = [sub.get(a, a) for a in argv]
     # the command raises the UserError (its exit code and a message naming the file / option) ...
     with pytest.raises(UserError) as e:
-        certkit.commands.audit.run(_args(argv))
+        certkit.auditing.run(_args(argv))
     assert e.value.exit_code == code and needle in str(e.value)
     # ... and the command line prints it on one line with that exit status
     assert main(["audit"] + argv) == code
@@ -176,7 +176,7 @@ def test_bad_input_is_a_user_error(argv, needle, code, hand_head, tmp_path, caps
 def _args(argv):
     import argparse
     p = argparse.ArgumentParser()
-    certkit.commands.audit.add_arguments(p)
+    certkit.auditing.add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -186,23 +186,23 @@ def test_in_memory_entry_points_equal_the_command_line(hand_head, capsys):
     strip = lambda recs: [{k: v for k, v in r.items() if k not in ("seconds", "source")} for r in recs]
     code, cli = _json(capsys, ["--head", hand_head, "--eps", "1/2", "--eps", "1/4", "--r", "0,1"])
     head = Head.from_file(hand_head)
-    recs = certkit.commands.audit.audit_head(head, ["1/2", 0.25], rs=[0, 1])
+    recs = certkit.auditing.audit_head(head, ["1/2", 0.25], rs=[0, 1])
     assert code == 0 and strip(recs) == strip(cli) and len(recs) == 4
     assert [r["source"] for r in recs] == [f"hand (eps = {e})" for e in ("1/2", "1/2", "1/4", "1/4")]
-    assert certkit.commands.audit.flags(recs) == []
+    assert certkit.auditing.flags(recs) == []
     cert = str(ROOT / "data" / "certificates" / "keyonly-n64-chain.json")
     code, cli = _json(capsys, [cert])
-    assert strip(certkit.commands.audit.audit_certificate(cert)) == strip(cli)
-    no_torch = certkit.commands.audit.audit_head(head, "1/2", rs=1, with_torch=False)
+    assert strip(certkit.auditing.audit_certificate(cert)) == strip(cli)
+    no_torch = certkit.auditing.audit_head(head, "1/2", rs=1, with_torch=False)
     assert no_torch[0]["torch"] is False and all(r["torch_f32"] is None for r in no_torch[0]["rows"])
     with pytest.raises(core.NotAuditable, match="parametric"):
-        certkit.commands.audit.audit_certificate(str(ROOT / "data" / "certificates" / "sphere-d3-lattice.json"))
+        certkit.auditing.audit_certificate(str(ROOT / "data" / "certificates" / "sphere-d3-lattice.json"))
     with pytest.raises(UserError, match="expected a certkit.Head"):
-        certkit.commands.audit.audit_head({"Q": np.eye(2)}, "1/2")
+        certkit.auditing.audit_head({"Q": np.eye(2)}, "1/2")
     with pytest.raises(UserError, match="r 'x'"):
-        certkit.commands.audit.audit_head(head, "1/2", rs="x")
+        certkit.auditing.audit_head(head, "1/2", rs="x")
     with pytest.raises(UserError, match="head 'wide' cannot be stated in a certificate: head dimension d = 513"):
-        certkit.commands.audit.audit_head(Head.from_arrays(np.eye(2, 513), np.eye(2, 513), beta=1, name="wide"), "1/2")
+        certkit.auditing.audit_head(Head.from_arrays(np.eye(2, 513), np.eye(2, 513), beta=1, name="wide"), "1/2")
 
 
 def test_flags_lists_each_disagreement(hand_head, monkeypatch):
@@ -214,7 +214,7 @@ def test_flags_lists_each_disagreement(hand_head, monkeypatch):
             g["rho_K"] = g["rho_K"] * 1.01
         return g
     monkeypatch.setattr(routes, "float_geometry", bad)
-    recs = certkit.commands.audit.audit_head(Head.from_file(hand_head), "1/2", rs=1, with_torch=False)
+    recs = certkit.auditing.audit_head(Head.from_file(hand_head), "1/2", rs=1, with_torch=False)
     found = compare.flags(recs)
     assert found and all(f["kind"] == "outside" and f["source"] == "hand (eps = 1/2)" and f["r"] == 1 for f in found)
     assert any(f["message"].startswith("outside: rho_K numpy_f64") for f in found)
@@ -223,7 +223,7 @@ def test_flags_lists_each_disagreement(hand_head, monkeypatch):
 def test_audit_package_imports_light():
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-c", "import sys, argparse, certkit.commands.audit as a; "
+    out = subprocess.run([sys.executable, "-c", "import sys, argparse, certkit.auditing as a; "
                           "a.add_arguments(argparse.ArgumentParser()); "
                           "print(','.join(m for m in ('sympy', 'torch', 'scipy', 'mpmath') if m in sys.modules))"],
                          capture_output=True, text=True, check=True)

@@ -63,8 +63,8 @@ def add_arguments(p):
 
 def run(args):
     """The command: print a table per record (or --json), a summary on stderr; 1 if any flag."""
-    from ...head import Head
-    from ...numbers import parse_beta, parse_eps_list
+    from ..head import Head
+    from ..numbers import parse_beta, parse_eps_list
     from .core import AuditError, NotAuditable, audit_targets, certificate_targets, head_targets, parse_rs
     from .routes import backends
     rs = parse_rs(args.r if args.r is not None else "auto", "--r")

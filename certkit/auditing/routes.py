@@ -24,11 +24,11 @@ import mpmath
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from ... import geometry
-from ...head import Head, softmax_rows
-from ...kernel.numerics import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
-from ...symbolic import float_chain
-from ...symbolic.arb_eval import chain_arb, chain_mpmath
+from .. import geometry
+from ..head import Head, softmax_rows
+from ..kernel.numerics import arb_of, arb_to_fraction_lower, arb_to_fraction_upper, chain_enclosures
+from ..symbolic import float_chain
+from ..symbolic.arb_eval import chain_arb, chain_mpmath
 
 GEOMETRY = ["rho_Q", "rho_K", "delta_1", "omega_1", "delta_2", "omega_2", "ortho", "osc_bias", "osc"]
 CHAIN = list(float_chain.CHAIN)           # tau, epsp, Gamma, eta, log10_S, R_sym

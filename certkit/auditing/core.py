@@ -16,11 +16,11 @@ import time
 from fractions import Fraction
 from typing import NamedTuple
 
-from ...errors import InputError, UserError
-from ...head import Head
-from ...kernel import Malformed, Unsupported
-from ...kernel.numerics import chain_witness as read_witness, instance, kind_and_claim, parse_numeral, read_json
-from ...numbers import BetaInterval, OverSqrt, parse_eps_list
+from ..errors import InputError, UserError
+from ..head import Head
+from ..kernel import Malformed, Unsupported
+from ..kernel.numerics import chain_witness as read_witness, instance, kind_and_claim, parse_numeral, read_json
+from ..numbers import BetaInterval, OverSqrt, parse_eps_list
 from . import compare, routes
 
 
@@ -79,8 +79,8 @@ def _beta(x):
 def chain_witnesses(s, eps, rs):
     """Witness documents for subject s at eps: the best r (the smallest certified R_sym, else r = 0)
     for rs == "auto", every r in 0..r_num for "all", else the given r."""
-    from ... import geometry
-    from ...search.chain import best_chain, chain_witness, kept_keys, witness_json
+    from .. import geometry
+    from ..search.chain import best_chain, chain_witness, kept_keys, witness_json
     h = s.head
     if rs == "all":
         rs = list(range(geometry.frame(h.queries, kept_keys(h))["r_num"] + 1))

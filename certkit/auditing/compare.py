@@ -14,8 +14,8 @@ from fractions import Fraction
 import flint
 import mpmath
 
-from ...kernel.numerics import arb_to_fraction_lower, arb_to_fraction_upper
-from ...symbolic.arb_eval import mpf_fraction
+from ..kernel.numerics import arb_to_fraction_lower, arb_to_fraction_upper
+from ..symbolic.arb_eval import mpf_fraction
 from .routes import GEOMETRY, LOWER, QUANTITIES
 
 KINDS = ("outside", "unsound", "routes", "ordering")
@@ -109,7 +109,7 @@ def ordering(levels):
 
 
 def flags(records):
-    """The disagreements of audit records (certkit.commands.audit.audit_head / audit_certificate), one dict
+    """The disagreements of audit records (certkit.auditing.audit_head / audit_certificate), one dict
     per flag: {"source", "eps", "r", "kind" (outside, unsound, routes or ordering), "message"};
     [] when every route agrees."""
     return [{"source": rec["source"], "eps": rec["eps"], "r": rec["r"], "kind": f.split(":", 1)[0], "message": f}

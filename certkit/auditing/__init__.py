@@ -14,10 +14,10 @@ In memory (plain Python records, nothing printed or written):
     audit_certificate(path, rs="auto", with_torch=True) -> list[dict]
     flags(records) -> list[dict]                                          the disagreements
 
-The names are imported on first use: `import certkit.commands.audit` loads neither sympy nor torch.
+The names are imported on first use: `import certkit.auditing` loads neither sympy nor torch.
 certkit.audit (the public API) calls audit_head / audit_certificate.
 """
-from ...lazy import exports
+from ..lazy import exports
 
 _HOMES = {"audit_head": "core", "audit_certificate": "core", "AuditError": "core", "NotAuditable": "core",
           "flags": "compare", "add_arguments": "report", "run": "report", "render": "report"}
