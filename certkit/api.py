@@ -191,28 +191,10 @@ def audit(target: Head | str | os.PathLike[str], eps: EpsLike | Sequence[EpsLike
     if isinstance(target, Head) and eps is None:
         raise TypeError("audit: give eps for a Head")
     with needs("search", "audit"):
-        from .auditing import audit_certificate, audit_head, flags
-        from .auditing.routes import COLUMNS
+        from .auditing import audit_certificate, audit_head, audit_result
     if isinstance(target, Head):
-        records = audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch)
-    else:
-        records = audit_certificate(os.fspath(target), rs=r, with_torch=with_torch)
-    columns = [x for c in COLUMNS for x in ((c + "_lo", c + "_hi") if c in _ENCLOSED else (c,))]
-    rows = [{"source": rec["source"], "eps": rec["eps"], "r": rec["r"], "quantity": q["quantity"],
-             **{x: v for c in COLUMNS for x, v in zip(*_split(c, q[c]))}} for rec in records for q in rec["rows"]]
-    return AuditResult(rows=rows, columns=("source", "eps", "r", "quantity", *columns), records=records,
-                       flags=flags(records))
-
-
-_ENCLOSED = ("kernel", "arb")       # the audit's columns holding an enclosure [lo, hi]
-
-
-def _split(column: str, value: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:
-    """An audit column's (names, values) in the rows: an enclosure [lo, hi] as column_lo, column_hi
-    (an exact value, such as R_sym, in both); any other column as it is."""
-    if column not in _ENCLOSED:
-        return (column,), (value,)
-    return (column + "_lo", column + "_hi"), tuple(value) if isinstance(value, list) else (value, value)
+        return audit_result(audit_head(target, parse_eps_list(eps, "eps"), rs=r, with_torch=with_torch))
+    return audit_result(audit_certificate(os.fspath(target), rs=r, with_torch=with_torch))
 
 
 @limited()

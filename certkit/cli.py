@@ -151,7 +151,7 @@ COMMANDS = {
         "is not installed (torch columns need 'models' but are optional).\n"
         "Examples:\n  certkit audit data/certificates/*.json\n"
         "  certkit audit --head data/heads/gauss-n64-d4-beta1.safetensors --eps 1/4 --eps 1/2 --r all",
-        "certkit.auditing", extras=("search",)),
+        "certkit.commands.audit", extras=("search",)),
     "certify": Command(
         "certified sandwiches lower <= r_eps(A) <= upper for heads, with peers",
         "For each head and eps: search lower (decoding, Frobenius tail) and upper (SVD, LP row fits, joint l1 "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import certkit.auditing
+import certkit.commands.audit
 from certkit.auditing import compare, core, routes
 from certkit.cli import main
 from certkit.errors import UserError
@@ -165,7 +166,7 @@ def test_bad_input_is_a_user_error(argv, needle, code, hand_head, tmp_path, caps
     argv = [sub.get(a, a) for a in argv]
     # the command raises the UserError (its exit code and a message naming the file / option) ...
     with pytest.raises(UserError) as e:
-        certkit.auditing.run(_args(argv))
+        certkit.commands.audit.run(_args(argv))
     assert e.value.exit_code == code and needle in str(e.value)
     # ... and the command line prints it on one line with that exit status
     assert main(["audit"] + argv) == code
@@ -176,7 +177,7 @@ def test_bad_input_is_a_user_error(argv, needle, code, hand_head, tmp_path, caps
 def _args(argv):
     import argparse
     p = argparse.ArgumentParser()
-    certkit.auditing.add_arguments(p)
+    certkit.commands.audit.add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -223,7 +224,7 @@ def test_flags_lists_each_disagreement(hand_head, monkeypatch):
 def test_audit_package_imports_light():
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-c", "import sys, argparse, certkit.auditing as a; "
+    out = subprocess.run([sys.executable, "-c", "import sys, argparse, certkit.auditing, certkit.commands.audit as a; "
                           "a.add_arguments(argparse.ArgumentParser()); "
                           "print(','.join(m for m in ('sympy', 'torch', 'scipy', 'mpmath') if m in sys.modules))"],
                          capture_output=True, text=True, check=True)

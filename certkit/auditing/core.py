@@ -21,6 +21,7 @@ from ..head import Head
 from ..kernel import Malformed, Unsupported
 from ..kernel.numerics import chain_witness as read_witness, instance, kind_and_claim, parse_numeral, read_json
 from ..numbers import BetaInterval, OverSqrt, parse_eps_list
+from ..results import AuditResult
 from . import compare, routes
 
 
@@ -186,3 +187,42 @@ def audit_certificate(path, rs="auto", with_torch=True):
     "auto"), else chain witnesses of its head at its eps.  Raises NotAuditable (a UserError) for a
     parametric lower-lattice certificate."""
     return list(audit_targets(certificate_targets(path, rs), with_torch))
+
+
+def audit_files(certificates, heads, eps_list, rs="auto", beta=None, skipped=None, progress=None):
+    """Records of certificate files and head files (each head at every eps of eps_list; beta: None
+    or the beta of every head file), one at a time (a generator, as audit_targets).  Every file is
+    read before the first audit, so a bad one is an error before any work; skipped(error) is
+    called for a certificate that cannot be audited (NotAuditable), which is raised without it."""
+    targets = []
+    for p in certificates:
+        try:
+            targets += certificate_targets(p, rs)
+        except NotAuditable as e:
+            if skipped is None:
+                raise
+            skipped(e)
+    for p in heads:
+        targets += head_targets(Head.from_file(p, beta), eps_list, rs, source=p)
+    yield from audit_targets(targets, progress=progress)
+
+
+ENCLOSED = ("kernel", "arb")       # the audit's columns holding an enclosure [lo, hi]
+
+
+def split(column, value):
+    """An audit column's (names, values) in the rows: an enclosure [lo, hi] as column_lo, column_hi
+    (an exact value, such as R_sym, in both); any other column as it is."""
+    if column not in ENCLOSED:
+        return (column,), (value,)
+    return (column + "_lo", column + "_hi"), tuple(value) if isinstance(value, list) else (value, value)
+
+
+def audit_result(records):
+    """The AuditResult of audit records: one row per (source, eps, r, quantity), every enclosure
+    split into its two ends (split), the records and their flags."""
+    columns = [x for c in routes.COLUMNS for x in ((c + "_lo", c + "_hi") if c in ENCLOSED else (c,))]
+    rows = [{"source": rec["source"], "eps": rec["eps"], "r": rec["r"], "quantity": q["quantity"],
+             **{x: v for c in routes.COLUMNS for x, v in zip(*split(c, q[c]))}} for rec in records for q in rec["rows"]]
+    return AuditResult(rows=rows, columns=("source", "eps", "r", "quantity", *columns), records=records,
+                       flags=compare.flags(records))

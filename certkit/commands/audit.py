@@ -1,4 +1,5 @@
-"""certkit audit on the command line: arguments, the text table of a record, --json.
+"""certkit audit on the command line: arguments, the text table of a record, --json; the audit
+itself is certkit.auditing's.
 
 Exit status: 0 no flags, 1 some flag; bad input raises a UserError (the CLI prints it and exits
 64, or 66 for a missing file).  Importing this module loads neither sympy nor torch.
@@ -7,7 +8,7 @@ import json
 import os
 import sys
 
-COLUMNS = ["numpy_f64", "torch_f32", "torch_f64", "kernel", "arb", "mpmath"]     # = routes.COLUMNS
+COLUMNS = ["numpy_f64", "torch_f32", "torch_f64", "kernel", "arb", "mpmath"]     # = auditing.routes.COLUMNS
 
 
 def fmt(v):
@@ -63,33 +64,28 @@ def add_arguments(p):
 
 def run(args):
     """The command: print a table per record (or --json), a summary on stderr; 1 if any flag."""
-    from ..head import Head
+    from ..auditing.core import AuditError, audit_files, parse_rs
+    from ..auditing.routes import backends
     from ..numbers import parse_beta, parse_eps_list
-    from .core import AuditError, NotAuditable, audit_targets, certificate_targets, head_targets, parse_rs
-    from .routes import backends
     rs = parse_rs(args.r if args.r is not None else "auto", "--r")
     eps_list = [e for text in (args.eps or ["1/4"]) for e in parse_eps_list(text, "--eps")]
     beta = parse_beta(args.beta, "--beta") if args.beta is not None else None
     if not args.certificates and not args.head:
         raise AuditError("nothing to audit: give certificates and/or --head FILE")
-    targets = []
-    for p in args.certificates:
-        try:
-            targets += certificate_targets(p, rs)
-        except NotAuditable as e:
-            print(f"certkit audit: {e}", file=sys.stderr)
-    for p in args.head:
-        targets += head_targets(Head.from_file(p, beta), eps_list, rs, source=p)
     records = []
-    tty = sys.stderr.isatty() and len(targets) > 1
+    targets = {"n": 0}                  # how many: a status line on a terminal when more than one
 
     def progress(i, n, t):
-        if tty:
+        targets["n"] = n
+        if sys.stderr.isatty() and n > 1:
             print(f"\r[{i}/{n}] {os.path.basename(t.source)[:50]:<50}", end="", file=sys.stderr, flush=True)
-    for rec in audit_targets(targets, progress=progress):
+
+    def skipped(e):
+        print(f"certkit audit: {e}", file=sys.stderr)
+    for rec in audit_files(args.certificates, args.head, eps_list, rs, beta, skipped, progress):
         records.append(rec)
         if not args.json:
-            if tty:
+            if sys.stderr.isatty() and targets["n"] > 1:
                 print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
             print(render(rec))
             print()
