@@ -3,10 +3,11 @@
 Two rules need a float matrix that only *chooses*: lower-decoding-inverse-norm an approximate inverse
 X of the contraction T (it bounds ||I - X T||, proofs/decode-inverse-norm.md) and lower-frobenius-tail
 an approximate thin SVD of the contraction C (it bounds the orthogonality defects and the residual,
-proofs/verified-svd.md).  Whatever X or (U, s, Vt) the kernel is handed, its enclosures hold, so a
-wrong or poor choice can only lead to REJECTED (TRUST.md, "The oracle").  They come from here, LAPACK
-through numpy, as an oracle handed to certkit.kernel.check; every certkit caller of the kernel goes
-through check() below.
+proofs/verified-svd.md).  Whatever X or (U, s, Vt) the kernel is given, its enclosures hold, so a
+wrong or poor choice can only lead to REJECTED (TRUST.md, "The hints").  They come from here, LAPACK
+through numpy: written into format-1.3 certificates as hints (certkit.search.writer.add_hints), and
+handed to certkit.kernel.check as the oracle that 1.0-1.2 certificates need; every certkit caller of
+the kernel goes through check() below.
 """
 import os
 import signal

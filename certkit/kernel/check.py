@@ -13,13 +13,12 @@ from .load import read_json, header, claim as read_claim, instance as read_insta
 from .load import Verdict, Malformed, Unsupported, Rejected
 from .rows import AUTO_ARB
 
-# rule(inst, claim, witness, base_dir, route, choices) -> details ("matrix"; "pair": with a replacement, the claim a
-# distance; "output": with values too, an output distance) or rule(instance, claim, witness) -> (details, beta text)
-# ("parametric"); enclosure None: the route's
+# rule(inst, claim, witness, base_dir, route, choices) -> details (shape "matrix"; "pair": vs a replacement; "output":
+# output distance) or rule(instance, claim, witness) -> (details, beta) ("parametric"); enclosure None: the route's
 Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
 
-ROUTE_ENCLOSURES = {"auto": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp; arb balls where fast is open)",
-                    "fast": "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp)",
+FAST = "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp"
+ROUTE_ENCLOSURES = {"auto": FAST + "; arb balls where fast is open)", "fast": FAST + ")",
                     "arb": "softmax-enclosure(arb balls)"}
 KINDS = {k.name: k for k in (
     Kind("upper-factorization", "<=", ("factor-rank",), rule_upper.check_factorization, "matrix", None),
@@ -52,11 +51,10 @@ class TimeLimit(BaseException):
 
 def check(path: str | os.PathLike[str], route: str = DEFAULT_ROUTE, choices: object = None,
           data: bytes | None = None) -> Verdict:
-    """Verdict for the certificate file at path (data: its bytes, read from stdin: no folder, no sidecar).  route
-    "auto": upper bounds, fast, then Arb on the rows it leaves open (max_row_bound); lower bounds and output
-    distances, fast, then Arb where it rejects n N <= AUTO_ARB entries (each route is sound alone).  Out of memory or a caller's TimeLimit: UNSUPPORTED.  choices: the untrusted oracle of the
-    float choices the kernel bounds but never makes (any answer is sound), inverse(T) -> X ~ T^-1 and svd(X) ->
-    (U, s, Vt) with s non-increasing, e.g. certkit.choices.LAPACK; None: UNSUPPORTED where a rule needs one."""
+    """Verdict for the certificate file at path (data: its bytes, from stdin: no sidecar).  route auto: upper bounds
+    fast, then Arb on the rows it leaves open; lower bounds and output distances fast, then Arb on all if fast rejects
+    n N <= AUTO_ARB entries.  choices (formats 1.0-1.2; 1.3 carries them): the untrusted oracle, e.g. choices.LAPACK,
+    of the X ~ T^-1 and (U, s, Vt) two lower rules bound but never make (any is sound); None: UNSUPPORTED there."""
     if route not in ROUTES:
         raise ValueError(f"route must be one of {ROUTES}")
     sha = None

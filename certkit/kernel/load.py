@@ -1,11 +1,8 @@
-"""The verdicts, the kernel's user-facing contract, and the strict reading of certificate formats 1.0, 1.1 (row
-masks), 1.2 (sinks, replacement) and 1.3 (values, output distances).
-
-Verdicts: VERIFIED / REJECTED / MALFORMED / UNSUPPORTED, exit codes 0/1/2/3; 4 is an internal error (a kernel bug),
-never reported as REJECTED.  Only kernel.check() builds a VERIFIED Verdict.
-Reading: JSON, version gate, numerals, arrays, sidecars.  Anything not exactly as the format says is
-Malformed(JSON path, what); a version or kind this checker does not read is Unsupported.  Sidecars: sha256-pinned
-.npy (never pickle); safetensors sidecars are Unsupported."""
+"""The verdicts (VERIFIED / REJECTED / MALFORMED / UNSUPPORTED, exit codes 0/1/2/3; 4: an internal error, a kernel bug,
+never REJECTED; only kernel.check() builds a VERIFIED) and the strict reading of formats 1.0, 1.1 (row masks), 1.2
+(sinks, replacement), 1.3 (values, output distances, the lower rules' float choices): JSON, version gate, numerals,
+arrays, .npy sidecars pinned by sha256 (never pickle; safetensors: Unsupported).  Anything not exactly as the format
+says is Malformed(JSON path, what); a version or kind this checker does not read is Unsupported."""
 import hashlib
 import io
 import re
@@ -33,7 +30,7 @@ EXIT = {"VERIFIED": 0, "REJECTED": 1, "MALFORMED": 2, "UNSUPPORTED": 3, "INTERNA
 
 
 class Malformed(Exception):
-    """The certificate is not a well-formed format-1.0 document: JSON path + what is wrong."""
+    """The certificate is not a well-formed certificate document: JSON path + what is wrong."""
     status = "MALFORMED"
 
     def __init__(self, path: str, what: str) -> None:
@@ -258,7 +255,8 @@ def array(x: object, path: str, base_dir: str | None, shape: tuple, kind: str = 
     elif isinstance(x, dict):
         a = _sidecar(x, path, base_dir, kind)
     else:
-        raise Malformed(path, f"expected an array (nested list of numerals or a sidecar object), got {type(x).__name__}")
+        raise Malformed(path, f"expected an array (nested list of numerals or a sidecar object), got "
+                              f"{type(x).__name__}")
     if a.ndim != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape)):
         want = "×".join("?" if s is None else str(s) for s in shape)
         raise Malformed(path, f"shape {'×'.join(map(str, a.shape)) or 'scalar'} where {want} is required")
@@ -309,10 +307,11 @@ def _sidecar(x, path, base_dir, kind):
     dt = string(x["dtype"], f"{path}.dtype")
     if dt not in DTYPES or (kind == "int") != dt.startswith("int"):
         raise Malformed(f"{path}.dtype", f"dtype {dt!r} not allowed here")
-    if not isinstance(x["shape"], list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in x["shape"]):
+    if not isinstance(x["shape"], list) or not all(type(s) is int and s >= 0 for s in x["shape"]):
         raise Malformed(f"{path}.shape", f"expected a list of non-negative integers, got {x['shape']!r:.80}")
     if base_dir is None:
-        raise Malformed(f"{path}.file", f"sidecar {name!r}: a certificate read from stdin has no folder (arrays inline)")
+        raise Malformed(f"{path}.file", f"sidecar {name!r}: a certificate read from stdin has no folder "
+                                        "(arrays inline)")
     root = os.path.realpath(base_dir)
     full = os.path.realpath(os.path.join(root, name))
     if os.path.commonpath([root, full]) != root:
@@ -404,6 +403,7 @@ class Instance:
     values: np.ndarray | None = None        # V (N x d_v), output kinds (1.3)
     projection: np.ndarray | None = None    # W (d_v x d_out), optional, output kinds
     layer: list = field(default_factory=list)  # output kinds: [self] or the heads of {"heads": [...]} (1.3)
+    minor: int = 0                          # the format's minor version (1.3: the float choices in the witness)
 
     def __post_init__(self):
         """n queries, N keys; kept: the indices of the kept columns (None: all, no weights)."""
@@ -455,9 +455,9 @@ def read_head(x, path, base_dir, minor, required=(), values=None, projection=Fal
     return inst
 
 
-def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None, bias: np.ndarray | None = None,
-                  mask_doc: dict | None = None, path: str = "$.instance", minor: int = 2,
-                  base_dir: str | None = None) -> "Instance":
+def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.ndarray | None = None,
+                  bias: np.ndarray | None = None, mask_doc: dict | None = None, path: str = "$.instance",
+                  minor: int = 2, base_dir: str | None = None) -> "Instance":
     """The Instance of a head given in memory (float64 arrays; beta and the row mask in their
     certificate forms), with every check a certificate's instance gets."""
     b = beta(beta_doc, f"{path}.beta")
@@ -477,8 +477,8 @@ def make_instance(beta_doc: object, Q: np.ndarray, K: np.ndarray, weights: np.nd
         w = None if np.all(w == 1.0) else w
     if bias is not None and np.max(np.abs(bias)) > 2.0 ** 40:
         raise Malformed(f"{path}.logit_bias", "bias entries larger than 2^40")
-    return Instance(b, Q, K, w, bias, None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask",
-                                                                              minor, base_dir))
+    mask = None if mask_doc is None else row_mask(mask_doc, n, N, w, f"{path}.row_mask", minor, base_dir)
+    return Instance(b, Q, K, w, bias, mask, minor=minor)
 
 
 def row_mask(x, n, N, w, path, minor, base_dir=None):

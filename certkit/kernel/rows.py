@@ -1,17 +1,11 @@
-"""Row enclosures of A: float64 rows m_i and radii rho_i with ||A_i - m_i||_1 <= rho_i.  Every rule works from
-these (proofs/softmax-enclosure.md).  Two routes:
+"""Row enclosures of A: float64 rows m_i and radii rho_i with ||A_i - m_i||_1 <= rho_i (proofs/softmax-enclosure.md),
+from which every rule works; dropped or masked entries are exactly 0 in A and m.  Two routes:
 
-* fast: float64 mid-rad.  Float logits y (row maximum subtracted), an a-priori per-row bound Delta_i on the logit
-  error (Cauchy–Schwarz, the GEMM bound, the beta and log-weight radii, the roundings; proofs/fp-rounding.md),
-  Cohen–Fausti turning it into an l1 bound (proofs/cohen-fausti.md), the IEEE-only exp (proofs/ieee-exp.md) and
-  the softmax normalisation bound rho_sm(N).  rho_i = Delta_i + rho_sm(N).
-* arb: Arb balls for every A_ij (Prepared.arb; python-flint, at the caller's precision).  The max-row rules bound
-  ||A_i - B_i||_1 from the balls themselves (max_row_bound); the lower bounds take m_ij = float(midpoint),
-  rho_i = sum_j |A_ij - m_ij| in Arb, rounded up (enclose).
-
-Entries of dropped or masked columns are exactly 0 in A and in m.  Per entry, and for the mass of any column set C,
-|A_i(C) - m_i(C)| <= rho_i.  Below, what the rules share (index arrays, decoders, enclose_all, max_row_bound, row
-distances, choose: the one call of the untrusted oracle).
+* fast: float logits y (row maximum subtracted), a per-row bound Delta_i on their error (proofs/fp-rounding.md),
+  Cohen–Fausti turning it into an l1 bound, the IEEE-only exp, the normalisation bound: rho_i = Delta_i + rho_sm(N).
+* arb: Arb balls for every A_ij (Prepared.arb); the max-row rules bound ||A_i - B_i||_1 from the balls themselves
+  (max_row_bound), the lower bounds take m_ij = float(midpoint), rho_i = sum_j |A_ij - m_ij| rounded up (enclose).
+Below, what the rules share: index arrays, decoders, enclose_all, max_row_bound, row distances, choose.
 """
 from fractions import Fraction
 
@@ -188,7 +182,8 @@ class Decoder:
             T = np.zeros((m.shape[0], self.M + 1))
             np.add.at(T.T, self.cells, m.T)
             T = T[:, :self.M]
-        return T, inflate(rho + inflate(gamma(m.shape[1]) * sum_up(np.abs(m), axis=1) + m.shape[1] * self.M * ETA, 3), 2)
+        N = m.shape[1]
+        return T, inflate(rho + inflate(gamma(N) * sum_up(np.abs(m), axis=1) + N * self.M * ETA, 3), 2)
 
 
 def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):
@@ -196,7 +191,8 @@ def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):
     fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx, *Arb rows of inst (and other)) -> Arb
     balls of the row errors at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
     certainly above eps; auto: fast, then arb on the rows fast leaves open if they hold <= AUTO_ARB entries."""
-    err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else np.full(inst.n, np.inf)
+    err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else \
+        np.full(inst.n, np.inf)
     cut = np.inf if eps is None else float(eps)
     todo = np.flatnonzero(~(err < cut) & (route != "fast"))
     todo = todo[:0] if route == "auto" and len(todo) * inst.N > AUTO_ARB else todo
@@ -246,8 +242,8 @@ def choose(choices, what, step, x, parts=1):
     """choices.<what>(a copy of x), an untrusted float choice (check()'s oracle), as `parts` finite float64 arrays:
     the rule bounds them, so any answer is sound.  Unsupported without an oracle; Rejected(step) if it fails."""
     if choices is None:
-        raise Unsupported(f"{step.split('/')[0]} needs a float {what} chosen outside the kernel: pass "
-                          f"check(path, choices=certkit.choices.LAPACK) or any object with inverse(T) and svd(X)")
+        raise Unsupported(f"{step.split('/')[0]} (format 1.0-1.2) needs a float {what} chosen outside the kernel: "
+                          f"pass check(path, choices=certkit.choices.LAPACK), or give it in the witness (1.3)")
     try:
         got = getattr(choices, what)(x.copy())
         got = [np.array(a, dtype=np.float64) for a in (got if parts > 1 else [got])]

@@ -159,8 +159,10 @@ def check(inst, claim, witness, base_dir, route, choices):
     if claim.bound >= cap:
         return {"R_sym": cap, "decided": "trivial", "r": g["r"]}
     if g["R_sym"] is None:
-        raise Rejected("upper-chain/tau", f"tau = 2 tanh(osc/4) with osc <= {g['osc']:.6g} is not certainly < eps = {claim.eps}")
+        raise Rejected("upper-chain/tau", f"tau = 2 tanh(osc/4) with osc <= {g['osc']:.6g} is not certainly < "
+                                          f"eps = {claim.eps}")
     if g["R_sym"] > claim.bound:
-        raise Rejected("upper-chain/bound", f"certified R_sym = {g['R_sym']} ({g['decided']}, r = {g['r']}) > claimed {claim.bound}")
+        raise Rejected("upper-chain/bound", f"certified R_sym = {g['R_sym']} ({g['decided']}, r = {g['r']}) > "
+                                            f"claimed {claim.bound}")
     return {"R_sym": g["R_sym"], "decided": g["decided"], "r": g["r"], "osc": g["osc"],
             "Gamma_upper": float(g["Gamma"].upper())}

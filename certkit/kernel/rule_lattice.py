@@ -99,8 +99,8 @@ def check(instance, claim, witness):
     with flint.ctx.workprec(PREC):
         if con in ("ball", "interaction"):
             dim = "d" if con == "ball" else "r"
-            need = [dim, "beta" if con == "ball" else "rho_squared", "spacing", "half_width"] + (["mode"] if con == "ball" else [])
-            obj(x, "$.instance", ["construction"] + need)
+            need = [dim, "beta" if con == "ball" else "rho_squared", "spacing", "half_width", "mode"]
+            obj(x, "$.instance", ["construction"] + need[:4 + (con == "ball")])
             d = parse_int(x[dim], f"$.instance.{dim}", 1, 64)
             beta = _rat(x[need[1]], f"$.instance.{need[1]}", Fraction(1, 10 ** 6), 10 ** 12)
             L = parse_int(x["spacing"], "$.instance.spacing", 1, 10 ** 6)

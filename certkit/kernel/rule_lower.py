@@ -3,18 +3,18 @@
 Setting: message rows i_1..i_M, a decoder G (N x M, sum_b |G_jb| <= 1 per column j; cells are indicator columns),
 T_A = (A_{i_a} G)_{a,b}; any B with max_i ||A_i - B_i||_1 <= eps has rows of T_B - T_A of l1 norm <= eps.
 Enclosure: T^ = fl(m_msg G), ||T_A[a] - T^[a]||_1 <= e_a := rho_{i_a} + (rounding of the product).
-Final comparisons are exact (Fractions or Arb); the float matrices the oracle chooses are bounded, so any is sound.
+Final comparisons are exact; any float X or SVD a rule bounds is sound (1.3: in the witness; before, an oracle's).
 
 * lower-decoding-margin (Lemma 8.1, proofs/decode-margin.md): margin_a = T_A[a,a] - sum_{b != a} |T_A[a,b]| > eps
   for every a gives r_eps(A) >= M; margin_a(T_A) >= margin_a(T^) - e_a.  Witness: messages, cells or decoder.
 * lower-decoding-inverse-norm (Lemma 8.2, proofs/decode-inverse-norm.md): eps ||T_A^{-1}||_inf < 1 gives
-  r_eps(A) >= M; with the oracle's X ~ T^^-1, alpha = ||I - X T_A||_inf <= ||I - X T^|| + ||X|| max_a e_a < 1 gives
-  ||T_A^{-1}||_inf <= ||X||_inf / (1 - alpha).  Witness: as above.
+  r_eps(A) >= M; with any X (~ T^^-1), alpha = ||I - X T_A||_inf <= ||I - X T^|| + ||X|| max_a e_a < 1 gives
+  ||T_A^{-1}||_inf <= ||X||_inf / (1 - alpha).  Witness: as above, and X as "inverse" (1.3).
 * lower-frobenius-tail (Lemma 8.3, proofs/frobenius-tail.md): C = S A G (S selects n' rows; default all rows, G = I);
   tail_M(C) := sum_{l >= M} sigma_l(C)^2 > n' eps^2 gives r_eps(A) >= M.  With D := sqrt(sum_a e_a^2) >=
   ||C - C^||_F, sqrt(tail_M(C)) >= sqrt(||C^||_F^2 (lower) - sum_{l<M} sigma_l^up(C^)^2) - D, the singular values
-  verified from the oracle's float SVD (singular_value_bounds, proofs/verified-svd.md).  Witness: rows, cells or
-  decoder, all optional.
+  verified from a float thin SVD (singular_value_bounds, proofs/verified-svd.md).  Witness: rows, cells or
+  decoder, all optional; the SVD as svd_u, svd_s, svd_vt (1.3).
 """
 from fractions import Fraction
 
@@ -22,22 +22,24 @@ import flint
 import numpy as np
 
 from .fp import U as u, ETA, gamma, inflate, sum_up, fro_up, arb_of, arb_up, arb_down
-from .load import obj, Rejected
+from .load import array, obj, Rejected
 from .rows import Decoder, choose, enclose_all, indices, finite
 
+SVD = ["svd_u", "svd_s", "svd_vt"]      # format 1.3: lower-frobenius-tail's thin SVD of C in the witness
 
-def _contraction(inst, claim, witness, base_dir, route, name):
-    w = obj(witness, "$.witness", ["messages"], ["cells", "decoder"])
+
+def _contraction(inst, claim, witness, base_dir, route, name, hint=()):
+    w = obj(witness, "$.witness", ["messages", *hint], ["cells", "decoder"])
     msg = indices(w["messages"], "$.witness.messages", base_dir, inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N, len(msg))
     if claim.bound > len(msg):
         raise Rejected(f"{name}/size", f"{len(msg)} messages vs claimed bound {claim.bound}")
     _, T, e = enclose_all(inst, msg, route, dec)
-    return T, e, msg
+    return T, e, msg, w
 
 
 def check_margin(inst, claim, witness, base_dir, route, choices):
-    T, e, msg = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-margin")
+    T, e, msg, _ = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-margin")
     diag, rowabs = np.diag(T), sum_up(np.abs(T), axis=1)
     lbs = [Fraction(t) + abs(Fraction(t)) - Fraction(r) - Fraction(x) for t, r, x in zip(diag, rowabs, e)]
     a = min(range(len(lbs)), key=lbs.__getitem__, default=None)
@@ -48,11 +50,13 @@ def check_margin(inst, claim, witness, base_dir, route, choices):
 
 
 def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
-    T, e, msg = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-inverse-norm")
+    T, e, msg, w = _contraction(inst, claim, witness, base_dir, route, "lower-decoding-inverse-norm",
+                                ("inverse",) * (inst.minor >= 3))    # 1.3: X in the witness, else the oracle's
     M = T.shape[0]
+    X = array(w["inverse"], "$.witness.inverse", base_dir, (M, M)) if "inverse" in w else \
+        choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)[0] if M else None   # any X: it chooses
     if M == 0:
         return {"messages": 0}
-    X, = choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)     # any X: it only chooses
     if X.shape != (M, M):
         raise Rejected("lower-decoding-inverse-norm/invert", f"the chosen inverse is {X.shape}, not {M} x {M}")
     R, absX, Tabs = np.eye(M) - X @ T, np.abs(X), sum_up(np.abs(T), axis=1)
@@ -71,7 +75,7 @@ def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
     return {"messages": M, "certified_inverse_norm": float(inv_norm)}
 
 
-def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> tuple:
     """Arrays (lo, hi) of floats with lo_i <= sigma_i(X) <= hi_i, i = 1..min(m, n), sorted, from any
     float thin SVD X ~ Uf diag(s) Vt (an untrusted choice, e.g. LAPACK's: it only chooses);
     ArithmeticError if it has the wrong shapes, s is not non-increasing and >= 0, or it is too poor.  With alpha_U,
@@ -103,14 +107,15 @@ def singular_value_bounds(X: np.ndarray, Uf: np.ndarray, s: np.ndarray, Vt: np.n
 
 
 def check_frobenius(inst, claim, witness, base_dir, route, choices):
-    w = obj(witness, "$.witness", [], ["rows", "cells", "decoder"])
+    w = obj(witness, "$.witness", SVD * (inst.minor >= 3), ["rows", "cells", "decoder"])     # 1.3: the SVD in it
     rows = indices(w["rows"], "$.witness.rows", base_dir, inst.n) if "rows" in w else np.arange(inst.n)
     dec = Decoder(w, "$.witness", base_dir, inst.N) if "cells" in w or "decoder" in w else None
     _, C, e = enclose_all(inst, rows, route, dec)          # C = fl(m G) row block by row block
     n1, M = C.shape[0], claim.bound
     if M > min(C.shape):
         raise Rejected("lower-frobenius-tail/size", f"bound {M} exceeds the contraction's size {C.shape}")
-    svd = choose(choices, "svd", "lower-frobenius-tail/svd", C, 3) if M > 1 else None
+    svd = [array(w[k], f"$.witness.{k}", base_dir, (None,) * (k != "svd_s") + (None,)) for k in SVD] if SVD[0] in w \
+        else choose(choices, "svd", "lower-frobenius-tail/svd", C, 3) if M > 1 else None
     try:
         sig_hi = singular_value_bounds(C, *svd)[1][:M - 1] if M > 1 else np.zeros(0)
     except ArithmeticError as ex:

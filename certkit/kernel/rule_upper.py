@@ -20,7 +20,7 @@ from .load import array, obj, Fraction, Instance, Malformed, Rejected
 from .rows import Decoder, arb_l1, enclose, enclose_all, finite, indices, max_row_bound, row_distance, row_error_within
 
 
-def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps: Fraction | None = None) -> tuple:
+def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps: Fraction | None = None):
     """(e, i, route used): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1, the row attaining it
     (max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
@@ -68,9 +68,10 @@ def check_covering(inst, claim, witness, base_dir, route, choices):
 
     def fast_bound(idx, m, rho):    # a row that represents itself: exactly 0
         t = np.searchsorted(ridx, sig[idx])
-        return np.where(sig[idx] == idx, 0.0, row_distance(m, rm[t], inflate(rho + rrho[t], 1), "upper-covering/row-distance"))
-    worst, used = row_error_within(max_row_bound(inst, route, fast_bound, lambda idx, A: arb_l1(A(idx), A(sig[idx])), claim.eps),
-                                   claim.eps, "upper-covering/row-distance", "A_sigma(i)")
+        d = row_distance(m, rm[t], inflate(rho + rrho[t], 1), "upper-covering/row-distance")
+        return np.where(sig[idx] == idx, 0.0, d)
+    worst_row = max_row_bound(inst, route, fast_bound, lambda idx, A: arb_l1(A(idx), A(sig[idx])), claim.eps)
+    worst, used = row_error_within(worst_row, claim.eps, "upper-covering/row-distance", "A_sigma(i)")
     return {"certified_max_row_error": worst, "representatives": int(len(R)), "route": used}
 
 
@@ -100,11 +101,9 @@ def _row_norms(X, norm, down=False):
 
 
 def output_rows(inst: Instance, norm: str, route: str = "fast") -> tuple:
-    """(up, rel) per row: up_i >= ||D_i||, rel_i >= ||D_i|| / ||(A V W)_i|| (inf where its lower bound lo_i <= 0),
-    summed over inst.layer.  k a power of 2 above 2 max_j ||V_j||_1: G = V / k is a decoder whose T^ = fl(m G)
-    has ||A_i V - k T^_i||_1 <= k (e_i + d_v eta); Y = fl(k T^ W) within E of k T^ W: Y_i is within k (e_i + d_v eta)
-    w + ||E_i|| of (A V W)_i, w >= max_a ||W_a|| (1 without W).  Per side (heads, replacements) S = the float sum
-    of Y over the H heads, within err of the exact sum: those terms and gamma_{H-1} ||Y_i||."""
+    """(up, rel) per row: up_i >= ||D_i||, rel_i >= ||D_i|| / ||(A V W)_i|| (inf where its lower bound is <= 0) over
+    inst.layer.  G = V / k (k a power of 2 > 2 max_j ||V_j||_1) is a decoder: Y = fl(k fl(m G) W) is within
+    k (e_i + d_v eta) w + ||E_i|| of (A V W)_i, w >= max_a ||W_a||; float head sums add gamma_{H-1} ||Y_i||."""
     H, S, err = len(inst.layer), [0.0, 0.0], [0.0, 0.0]
     for h in inst.layer:
         W = h.projection

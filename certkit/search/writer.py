@@ -7,16 +7,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..choices import check
+from ..choices import LAPACK, check
 from ..kernel import KINDS
-from ..kernel.numerics import FORMAT
+from ..kernel.numerics import FORMAT, Decoder, enclose_all, indices, instance as read_instance, read_json
 from ..numbers import numeral
 from ..outputs import write_atomic, write_json
 
 INLINE_LIMIT = 4096
 # The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
-# sinks or a replacement, 1.3 only for an output distance or per-key row intervals, so that older readers keep reading everything else.
+# sinks or a replacement, 1.3 only for an output distance, per-key row intervals or the hints of the two kinds below,
+# so that older readers keep reading everything else.
 VERSION, MASK_VERSION, PAIR_VERSION, OUTPUT_VERSION = "1.0", "1.1", "1.2", "1.3"
+HINTED = {"lower-decoding-inverse-norm": ("inverse",), "lower-frobenius-tail": ("svd_u", "svd_s", "svd_vt")}
 
 
 def version_of(*heads):
@@ -104,8 +106,34 @@ def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, i
         claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
         inst["replacement"] = instance_json(w, replacement, "replacement.")
     witness = {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()}
-    return w.write(document(kind, version_of(*(h for h in (head, replacement) if h is not None)), claim, inst,
-                            witness, provenance))
+    w.write(document(kind, version_of(*(h for h in (head, replacement) if h is not None)), claim, inst,
+                     witness, provenance))
+    return add_hints(path, inline_limit, shared) if kind in HINTED else path
+
+
+def add_hints(path, inline_limit=INLINE_LIMIT, shared=False):
+    """Rewrite the certificate at path (a kind of HINTED) in format 1.3 with the float choice its rule bounds: for
+    lower-decoding-inverse-norm X ~ T^-1 ("inverse"), for lower-frobenius-tail the thin SVD C ~ U diag(s) Vt
+    ("svd_u", "svd_s", "svd_vt"), of the contraction exactly as the kernel's fast route forms it, chosen by LAPACK
+    (certkit.choices).  Any choice is sound (a poor one can only be REJECTED); carried in the witness, it makes the
+    verdict the same on every machine.  Replaces hints already there; upgrades a certificate of format 1.0-1.2
+    (which has none) to 1.3.  Returns the path."""
+    doc, _ = read_json(path)
+    kind, base = doc["kind"], os.path.dirname(os.path.abspath(path))
+    fields = HINTED[kind]
+    doc["version"] = OUTPUT_VERSION
+    wit = {k: v for k, v in doc["witness"].items() if k not in fields}
+    inst = read_instance(doc, base)
+    rows = wit.get("messages", wit.get("rows"))
+    rows = None if rows is None else indices(rows, "$.witness.rows", base, inst.n)
+    dec = None
+    if "cells" in wit or "decoder" in wit:
+        dec = Decoder(wit, "$.witness", base, inst.N, len(rows) if "messages" in wit else None)
+    _, T, _ = enclose_all(inst, rows, "fast", dec)
+    choice = [LAPACK.inverse(T) if T.size else np.zeros(T.shape)] if fields == ("inverse",) else LAPACK.svd(T)
+    w = CertificateWriter(path, inline_limit, shared)
+    doc["witness"] = wit | {f: w.array(f, a) for f, a in zip(fields, choice)}
+    return w.write(doc)
 
 
 def document(kind, version, claim, inst, witness, provenance):
