@@ -1,4 +1,4 @@
-"""The public API: doctests, the examples of docs/api.md and README.md run as written, and the
+"""The public API: doctests, the examples of docs/api.md, README.md and docs/guide/ run as written, and the
 in-memory objects agree with the command line and the kernel."""
 import doctest
 import importlib
@@ -29,7 +29,16 @@ def test_doctests(module):
     assert res.attempted > 0 and res.failed == 0
 
 
-@pytest.mark.parametrize("path", ["docs/api.md", "README.md"])
+GUIDE_EXAMPLES = ["docs/guide/python.md", "docs/guide/model-runs.md", "docs/guide/compare.md"]   # its python blocks
+
+
+def test_every_guide_page_with_python_examples_is_run():
+    pages = sorted(f"docs/guide/{p.name}" for p in pathlib.Path(ROOT, "docs", "guide").glob("*.md")
+                   if "```python" in p.read_text(encoding="utf-8"))
+    assert pages == sorted(GUIDE_EXAMPLES)
+
+
+@pytest.mark.parametrize("path", ["docs/api.md", "README.md", *GUIDE_EXAMPLES])
 def test_documented_examples_run(path, tmp_path, monkeypatch):
     blocks = python_blocks(path)
     assert blocks, f"{path} has no python examples"

@@ -1,4 +1,4 @@
-"""What a newcomer meets first: the README's lines for reading a certify summary work as written,
+"""What a newcomer meets first: the guide's lines for reading a certify summary (docs/guide/certify.md) work as written,
 certify writes summary.csv, the '-' of the peer columns is explained, the help of show and tables
 has examples, the report prints prose (no Python lists, no 17-digit floats) and a sandwich
 figure with every layer, and benchmarks/bench_long.py leaves no temporary folder behind."""
@@ -27,9 +27,9 @@ def certified(tmp_path_factory):
 
 
 def readme_pandas_lines():
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(ROOT, "docs", "guide", "certify.md"), encoding="utf-8").read()
     block = re.search(r"\n    import json, pandas as pd\n((?:    .*\n)+)", text)
-    assert block, "the README's pandas lines"
+    assert block, "docs/guide/certify.md's pandas lines"
     return ["import json, pandas as pd"] + [line[4:] for line in block.group(1).splitlines()]
 
 
