@@ -1,5 +1,5 @@
 """The layer-level output audit at long context: SmolLM2-135M (the built-in GGUF), the attention block of
-each requested layer against twelve KV caches (README: the layer), certified (certkit.search.compare.
+each requested layer against twelve KV caches (docs/guide/compare.md: the layer), certified (certkit.search.compare.
 certify_layer_output: the float measurement, the kernel's per-token bounds and one kernel-VERIFIED layer
 certificate per setting) side by side with the float64 measurement alone (float_output_rows), in one run.
 
