@@ -17,8 +17,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.commands.calibrate import EPS, LENGTHS, MULTIPLIERS  # noqa: E402
-from certkit.commands.calibrate.grid import head_task  # noqa: E402
+from certkit.calibration import EPS, LENGTHS, MULTIPLIERS  # noqa: E402
+from certkit.calibration.grid import head_task  # noqa: E402
 from certkit.models import extract as ex  # noqa: E402
 
 GOAL = 15 * 60

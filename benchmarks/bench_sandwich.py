@@ -23,7 +23,7 @@ import time
 from fractions import Fraction
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.commands.calibrate.grid import UPPER_SEARCH  # noqa: E402
+from certkit.calibration.grid import UPPER_SEARCH  # noqa: E402
 from certkit.search.sandwich import certify_lower, certify_upper  # noqa: E402
 from certkit.head import Head  # noqa: E402
 from certkit.numbers import OverSqrt, parse_eps_list  # noqa: E402

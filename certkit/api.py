@@ -16,7 +16,7 @@ from typing import Any
 
 from .certificate import Certificate, Comparison, LayerComparison, OutputComparison, Sandwich
 from .choices import check
-from .commands.calibrate import EPS, LENGTHS, MULTIPLIERS
+from .calibration import EPS, LENGTHS, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
 from .errors import UserError
@@ -247,7 +247,7 @@ def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices
     built-in text (the first window of each length).  Returns a CalibrateResult (.rows as
     results.json's, .summary, .out, .meta, .computed, .skipped)."""
     with needs("models", "calibrate"):
-        from .commands.calibrate import calibrate as run_grid
+        from .calibration import calibrate as run_grid
     return run_grid(model, layers, heads, lengths, multipliers, eps, out, workers, progress=progress, plots=plots,
                     scheduler=scheduler, text=text, tokens=tokens)
 

@@ -124,7 +124,7 @@ def test_lazy_profile_bisection_equals_the_scan():
 def test_grid_bridge_reports_both_bridges():
     """calibrate's bridge(): a head without bias has identical plain and _bias fields; with a banded
     bias the full-logit rank and its certified lower bound exceed the Q, K-only ones."""
-    from certkit.commands.calibrate import grid
+    from certkit.calibration import grid
     from certkit.head import Head
     Q, K, _ = _head(11, n=32, N=32, d=4)
     h = Head.from_arrays(Q, K, OverSqrt(Fraction(1), Fraction(4)), provenance={"length": 32})
@@ -148,8 +148,8 @@ def test_calibrate_refreshes_an_old_bridge_and_keeps_the_certificates(tmp_path):
     import json
     import os
     pytest.importorskip("transformers")
-    from certkit.commands import calibrate
-    from certkit.commands.calibrate import configs, grid
+    from certkit import calibration as calibrate
+    from certkit.calibration import configs, grid
     out = str(tmp_path / "cal")
     calibrate.calibrate(layers=[0], heads=[2], lengths=[64], multipliers=[1], eps=["1/4"], out=out)
     path = configs.group_path(out, 64, 0, 2, Fraction(1))

@@ -22,7 +22,7 @@ def test_two_writers_of_one_file(tmp_path):
     target = tmp_path / "results.json"
     code = textwrap.dedent(f"""
         import sys
-        from certkit.commands.calibrate.configs import write_atomic
+        from certkit.calibration.configs import write_atomic
         for i in range(200):
             write_atomic({str(target)!r}, {{"writer": sys.argv[1], "i": i, "pad": "x" * 20000}})
     """)
@@ -102,8 +102,8 @@ def test_two_certify_runs_never_mix_a_folder(tmp_path):
 
 def test_calibrate_takes_the_lock_once_its_folder_exists(tmp_path, monkeypatch):
     """calibrate() holds the folder lock from run_grid's folder creation to its summary."""
-    from certkit.commands import calibrate as cal
-    from certkit.commands.calibrate import grid, report
+    from certkit import calibration as cal
+    from certkit.calibration import grid, report
     from certkit.errors import OutputError
     from certkit.outputs import FolderLock
     out = tmp_path / "cal"

@@ -436,7 +436,7 @@ def test_calibrate_a_decoder_folder(folders, tmp_path, capsys):
 def test_calibrate_a_sliding_window_decoder_in_memory(folders, tmp_path):
     """The same grid from Python: Mistral's sliding window (12 keys) is recorded, and rows whose
     key sets are windows give the masked visible dimension."""
-    from certkit.commands.calibrate import calibrate
+    from certkit.calibration import calibrate
     res = calibrate(model=folders["mistral"], tokens=TOKENS, layers="1", heads="0", lengths="20",
                     multipliers="1", eps="1/4", out=tmp_path / "cal")
     (row,) = res.rows

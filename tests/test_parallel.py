@@ -48,7 +48,7 @@ def test_a_killed_worker_loses_nothing(tmp_path):
 def test_calibrate_on_a_local_cluster_equals_the_process_pool(tmp_path):
     """Both routes run one BLAS thread per worker process: identical numbers, identical bytes."""
     pytest.importorskip("transformers")
-    from certkit.commands import calibrate
+    from certkit import calibration as calibrate
     grid = dict(layers=[0], heads=[0, 1], lengths=[16], multipliers=["1"], eps=["1/4"])
     a = calibrate.calibrate(out=str(tmp_path / "serial"), workers=2, **grid)
     b = calibrate.calibrate(out=str(tmp_path / "dask"), scheduler="local:2", **grid)

@@ -2,7 +2,7 @@
 folder (docs/report.md).
 
 * calibrate (meta.json + configs/ or results.json): the statistics recomputed from the rows
-  (certkit.commands.calibrate.report.statistics), the SUMMARY tables with the paper's numbers
+  (certkit.calibration.report.statistics), the SUMMARY tables with the paper's numbers
   beside ours, the figures (made when missing) and the per-configuration rows;
 * certify (summary.json: a list of rows, or {"meta", "rows"} with --model): what was run, the
   sandwiches, their statistics, a sandwich figure and the rows;
@@ -221,7 +221,7 @@ CALIBRATE_CAPTIONS = {
 
 
 def calibrate_html(folder, row_limit):
-    from .calibrate import report as cr
+    from ..calibration import report as cr
     meta, rows, curves = cr.load(folder)
     if not rows:
         raise ReportError(f"{folder}: a calibrate folder with no finished configuration yet (configs/ is empty)")

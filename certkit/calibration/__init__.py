@@ -19,9 +19,9 @@ import tempfile
 import time
 from fractions import Fraction
 
-from ...errors import UserError
-from ...numbers import exact, parse_eps_list, parse_indices
-from ...threads import limited
+from ..errors import UserError
+from ..numbers import exact, parse_eps_list, parse_indices
+from ..threads import limited
 
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
@@ -90,15 +90,15 @@ def calibrate(model="minilm", layers="all", heads="all", lengths=LENGTHS, multip
     of each length with the tokenizer's own special tokens (a folder holding another text's groups
     is refused).  The folder is locked while the run writes there
     (certkit.outputs.FolderLock): another run into it raises OutputError, or with wait=True waits for it."""
-    from ...search.writer import check_folder
+    from ..search.writer import check_folder
     from .grid import run_grid
-    from ...results import CalibrateResult
+    from ..results import CalibrateResult
     from .report import csv_fields, write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
-    from ...parallel import parse_scheduler
+    from ..parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")
     out = tempfile.mkdtemp(prefix="certkit-calibrate-") if out is None else check_folder(os.fspath(out), "out")
-    from ...outputs import FolderLock
+    from ..outputs import FolderLock
     lock = FolderLock(out, "--out", wait)           # taken by run_grid once the folder exists
     try:
         done, skipped, meta = run_grid(model, out, layers, heads, lengths, mults, eps_list, workers, progress,
@@ -140,18 +140,18 @@ def add_arguments(p):
 
 def run(args):
     """The command: 0 done, 130 interrupted (finished groups are kept); bad input raises a UserError."""
-    from ...models.extract import model_name
+    from ..models.extract import model_name
     from .report import PAPER
     opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
-    from ...parallel import parse_scheduler
+    from ..parallel import parse_scheduler
     parse_scheduler(args.scheduler)                     # bad input before any work
-    from ...models.extract import read_text_file, read_tokens_file
+    from ..models.extract import read_text_file, read_tokens_file
     if args.text is not None and args.tokens is not None:
         raise CalibrateError("give --text FILE or --tokens FILE, not both")
     text = read_text_file(args.text) if args.text is not None else None
     tokens = read_tokens_file(args.tokens) if args.tokens is not None else None
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
-    from ...search.writer import check_folder
+    from ..search.writer import check_folder
     check_folder(out, "--out")                          # created once the model is loaded
     t0 = time.perf_counter()
     layers, heads, lengths, mults, eps_list, workers = opts

@@ -17,8 +17,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...figures import fmt
-from ...outputs import write_atomic as write_text
+from ..figures import fmt
+from ..outputs import write_atomic as write_text
 from .configs import collect, group_path, write_atomic
 
 PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstruction": 1.57e-6, "heads": 84}
@@ -465,7 +465,7 @@ def figure_bridge_vs_con(rows, s, path, seed=0):
     """(a) r_SVD_int(eps/3) against R_con, one panel per m, both bridges (jittered: integer points
     stack); Spearman's rho of each bridge in the panel's corner."""
     import matplotlib.pyplot as plt
-    from ...figures import save_figure
+    from ..figures import save_figure
     ms = sorted({r["multiplier"] for r in rows}, key=frac_key)
     series = bridge_series(rows, s)
     ncol = 3 if len(ms) > 4 else 2 if len(ms) > 1 else 1
@@ -492,7 +492,7 @@ def figure_bridge_vs_con(rows, s, path, seed=0):
         ax.grid(alpha=0.3, lw=0.4)
         ax.set_title(m_label(m), fontsize=8, pad=2)
     if ys:
-        from ...figures import plain_log_axis
+        from ..figures import plain_log_axis
         plain_log_axis(axes[0, 0].yaxis, min(ys) * 0.8, max(ys) * 1.25)
     for ax in axes.flat[len(ms):]:
         ax.set_visible(False)
@@ -515,7 +515,7 @@ def figure_spearman_by_m(rows, s, path):
     """(b) Spearman(r_SVD_int, R_con) per m with 95 % cluster-bootstrap intervals, both bridges."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from ...figures import save_figure
+    from ..figures import save_figure
     t = s["spearman_breakdown"]
     fig, ax = plt.subplots(figsize=(3.4, 2.5), layout="constrained")
     ms = list(t["r_svd_int"]["by_m"])
@@ -551,7 +551,7 @@ def figure_spearman_by_m(rows, s, path):
 def figure_sandwich_widths(rows, path):
     """(c) R_con / lower per length L, one box per multiplier m (log scale; 1 = tight)."""
     import matplotlib.pyplot as plt
-    from ...figures import save_figure
+    from ..figures import save_figure
     sw = [r for r in rows if r.get("R_con") is not None and r.get("lower")]
     Ls = sorted({r["L"] for r in sw})
     ms = sorted({r["multiplier"] for r in sw}, key=frac_key)
@@ -578,7 +578,7 @@ def figure_sandwich_widths(rows, path):
     ax.set_yscale("log")
     ratios = [r["R_con"] / r["lower"] for r in sw] or [1]
     ax.set_ylim(0.92, max(ratios) * 1.15)
-    from ...figures import plain_log_axis
+    from ..figures import plain_log_axis
     plain_log_axis(ax.yaxis, 1, max(ratios) * 1.15)
     ax.set_xticks(range(len(Ls)), [f"$L = {Lv}$" for Lv in Ls])
     ax.set_xlim(-0.55, len(Ls) - 0.45)
@@ -605,7 +605,7 @@ def figure_tau_curves(rows, curves, path):
     column per length L (curves of different lengths are not pooled); a second row for the
     bias-aware bridge when it differs, drawn with markers at the r where it was computed."""
     import matplotlib.pyplot as plt
-    from ...figures import save_figure
+    from ..figures import save_figure
     ms = sorted({c["multiplier"] for c in curves}, key=frac_key)
     Ls = sorted({c["L"] for c in curves})
     bias = any("tau_width_bias" in c and c["tau_width_bias"] != c["tau_width"] for c in curves)
@@ -648,7 +648,7 @@ def figure_tau_curves(rows, curves, path):
 def figure_sink_mass(rows, path, seed=0):
     """(e) median attention mass on the special tokens against m, per length, with 95 % head-bootstrap intervals."""
     import matplotlib.pyplot as plt
-    from ...figures import save_figure
+    from ..figures import save_figure
     one = {}
     for r in rows:                                  # one value per group (it does not depend on eps)
         if r.get("sink_mass") is not None:
@@ -682,7 +682,7 @@ def figures(rows, curves, out, s=None, seed=0):
     """The calibration figures under out, each as .png, .pdf and .svg (FIGURES; docs/report.md):
     bridge_vs_con_by_m, spearman_by_m, sandwich_widths, tau_width_curves and, when the rows carry
     it, sink_mass.  The old three PNGs (OLD_PLOTS) are removed.  Returns the PNG paths written."""
-    from ...figures import figure_style
+    from ..figures import figure_style
     s = s if s is not None else statistics(rows, seed)
     for f in OLD_PLOTS:
         if os.path.exists(os.path.join(out, f)):

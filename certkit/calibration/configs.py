@@ -5,8 +5,8 @@ import json
 import os
 from fractions import Fraction
 
-from ...numbers import tag
-from ...outputs import write_json
+from ..numbers import tag
+from ..outputs import write_json
 
 
 def group_path(out, L, l, h, m):

@@ -20,16 +20,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from ... import geometry
-from ...errors import UserError
-from ...models.families import times
-from ...numbers import tag
-from ...provenance import producer
-from ... import parallel
-from ...search import writer
-from ...search.chain import best_chain
-from ...search.sandwich import certify_lower, certify_upper
-from ...symbolic.float_chain import log_size
+from .. import geometry
+from ..errors import UserError
+from ..models.families import times
+from ..numbers import tag
+from ..provenance import producer
+from .. import parallel
+from ..search import writer
+from ..search.chain import best_chain
+from ..search.sandwich import certify_lower, certify_upper
+from ..symbolic.float_chain import log_size
 from .configs import group_path, write_atomic
 
 # Certificates: arrays above 256 entries as content-named .npy sidecars, so the queries and keys of
@@ -213,13 +213,13 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
              lock=None, text=None, tokens=None):
     """Run (or resume) the grid of model_spec ('minilm', 'mpnet' or a local folder) into out:
     layers, heads: "all" or index lists (checked against the model); lengths, mults, eps_list:
-    parsed values (certkit.commands.calibrate.parse_options).  Writes out/meta.json, one config per group
+    parsed values (certkit.calibration.parse_options).  Writes out/meta.json, one config per group
     and the certificates; returns (groups computed now, groups already done, meta).  Each head's
     groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler).  lock: the
     folder's certkit.outputs.FolderLock, acquired as soon as the folder exists (the caller releases it).
     text or tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's
     own special tokens; certkit.models.extract.inputs)."""
-    from ...models import extract as ex
+    from ..models import extract as ex
     model, tok, info = ex.load(model_spec)          # a folder, a GGUF file or a built-in name, as certify --model
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
@@ -234,7 +234,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
         source = "pydoc_data.topics (sorted keys)" if text is None and tokens is None else \
             "--text" if text is not None else "--tokens"
         window(min(lengths))                 # a bad input (too short, no tokenizer) fails before any work
-    from ...search.writer import ensure_folder
+    from ..search.writer import ensure_folder
     ensure_folder(out, "out")                # created once the model and its input are read
     if lock is not None:
         lock.acquire()
@@ -306,7 +306,7 @@ def in_range(idx, limit, what):
 def float64_check(model, info, ids):
     """max |rebuild - attention| with the model in float64 on the token ids (expected 0 up to float64 rounding)."""
     import copy
-    from ...models import extract as ex
+    from ..models import extract as ex
     m64 = copy.deepcopy(model).double()
     c = ex.capture(m64, info, ids)
     return ex.reconstruction_error(c)
