@@ -9,7 +9,7 @@ single-threaded worker processes, default 2), or the address of a running Dask s
 --nthreads 1` on each machine; every worker must see the output folder and have certkit installed;
 --scheduler local starts its workers without Dask's statistical profiler and without the nanny's
 MALLOC_TRIM_THRESHOLD_ (LOCAL_WORKERS): together they cost certkit's tasks ~20 % of their speed;
-the README shows the same settings for workers started by hand).
+docs/guide/cluster.md shows the same settings for workers started by hand).
 A task lost with its worker is re-run by the scheduler; fn must therefore be idempotent (certkit's
 tasks write their results atomically under a content-independent name).  Every task runs with
 certkit's BLAS thread count (certkit.threads: one unless CERTKIT_THREADS says otherwise), in the
@@ -26,7 +26,7 @@ import threading
 from .errors import UserError
 from .threads import call_limited, limited
 
-# Dask worker settings for --scheduler local (README, "Sweeps on a cluster"): no statistical
+# Dask worker settings for --scheduler local (docs/guide/cluster.md): no statistical
 # profiler (it samples every thread's stack each 10 ms under the GIL), and glibc's malloc left
 # as in a plain process: the nanny's MALLOC_TRIM_THRESHOLD_ = 65536 turns off glibc's dynamic
 # mmap threshold, so every large numpy temporary is a fresh mmap and its page faults.
