@@ -16,7 +16,7 @@ from typing import Any
 
 from .certificate import Certificate, Comparison, LayerComparison, OutputComparison, Sandwich
 from .choices import check
-from .calibration import EPS, LENGTHS, MULTIPLIERS
+from .calibration import EPS, LENGTHS, MODEL, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
 from .errors import UserError
@@ -228,7 +228,7 @@ def scale(families: str | Sequence[str] = ("sphere", "ball", "interaction"), *, 
                            out=None if out is None else base)
 
 
-def calibrate(model: str | os.PathLike[str] | Any = "minilm", *, layers: Indices = "all", heads: Indices = "all",
+def calibrate(model: str | os.PathLike[str] | Any = MODEL, *, layers: Indices = "all", heads: Indices = "all",
               lengths: str | Sequence[int | str] = LENGTHS, multipliers: str | Sequence[EpsLike] = MULTIPLIERS,
               eps: EpsLike | Sequence[EpsLike] = EPS, out: str | os.PathLike[str] | None = None, workers: int = 1,
               scheduler: str | None = None, plots: bool = False, progress: bool = False, text: str | None = None,

@@ -217,7 +217,7 @@ COMMANDS = {
         "Examples:\n  certkit calibrate --workers 2\n  certkit calibrate --model mpnet --layers 0-6 --workers 2\n"
         "  certkit calibrate --layers 0 --lengths 64 --out /tmp/cal\n"
         "  certkit calibrate --model smollm2 --layers 0 --heads 0-2 --lengths 64 --multipliers 1 --eps 1/4",
-        "certkit.calibration", extras=("search", "plots", "models")),
+        "certkit.commands.calibrate", extras=("search", "plots", "models")),
     "report": Command(
         "a self-contained report.html for a calibrate, certify, scale or compare output folder",
         "Build DIR/report.html from an output folder of certkit calibrate (meta.json with configs/ or "

@@ -139,10 +139,11 @@ def test_a_missing_model_folder_is_a_missing_input(tmp_path):
                                       (["--workers", "0"], "--workers")])
 def test_bad_input_is_a_user_error(args, msg, tmp_path):
     import argparse
+    from certkit.commands import calibrate as command
     p = argparse.ArgumentParser()
-    calibrate.add_arguments(p)
+    command.add_arguments(p)
     with pytest.raises(UserError) as e:
-        calibrate.run(p.parse_args([*args, "--out", str(tmp_path)]))
+        command.run(p.parse_args([*args, "--out", str(tmp_path)]))
     assert e.value.exit_code == 64 and msg in str(e.value)
     r = _cal(*args, "--out", str(tmp_path))
     assert r.returncode == 64 and msg in r.stderr and "Traceback" not in r.stderr
