@@ -33,7 +33,7 @@ import certkit
 from certkit.head import RowMask
 spec, beta, mask, name, eps, budget, peers = sys.argv[2:9]
 if spec.startswith("synthetic:"):
-    from certkit.commands.certify import parse_synthetic
+    from certkit.driver import parse_synthetic
     head = parse_synthetic(spec[len("synthetic:"):])
 else:
     z = np.load(spec)

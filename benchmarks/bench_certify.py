@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from certkit.commands.certify import certify_head  # noqa: E402
+from certkit.driver import certify_head  # noqa: E402
 from certkit.head import Head  # noqa: E402
 from certkit.choices import check  # noqa: E402
 from certkit.numbers import parse_eps_list  # noqa: E402

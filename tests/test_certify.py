@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.optimize import linprog
 
 from certkit import synthetic
-from certkit.commands.certify import certify_head
+from certkit.driver import certify_head
 from certkit.head import Head
 from certkit.choices import check
 from certkit.search import lower, upper

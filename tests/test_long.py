@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 import certkit.head
 from certkit import synthetic
-from certkit.commands.certify import CertifyError, parse_synthetic
+from certkit.driver import CertifyError, parse_synthetic
 from certkit.kernel.numerics import max_row_error
 from certkit.search import lower, upper
 from certkit.search.basic import row_errors

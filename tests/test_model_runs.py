@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from certkit.cli import main  # noqa: E402
-from certkit.commands import certify as certify_cmd  # noqa: E402
+from certkit import driver  # noqa: E402
 
 TOKENS = " ".join(map(str, np.random.default_rng(5).integers(3, 64, 40)))
 
@@ -34,14 +34,14 @@ def run(root, out, *extra):
 def counting(monkeypatch, fail_at=None):
     """certify_head counted (and a Ctrl-C raised at call number fail_at)."""
     calls = []
-    real = certify_cmd.certify_head
+    real = driver.certify_head
 
     def certify_head(h, *args, **kwargs):
         calls.append(h.name)
         if fail_at is not None and len(calls) == fail_at:
             raise KeyboardInterrupt
         return real(h, *args, **kwargs)
-    monkeypatch.setattr(certify_cmd, "certify_head", certify_head)
+    monkeypatch.setattr(driver, "certify_head", certify_head)
     return calls
 
 

@@ -28,7 +28,7 @@ from ..numbers import decimal, parse_beta, parse_distance, parse_output_eps, tag
 from ..outputs import FolderLock, write_atomic
 from ..provenance import portable_path, producer, producer_line
 from ..search import writer
-from .certify import HEAD_ROWS, finished_heads, parse_synthetic, read_model_heads
+from ..driver import HEAD_ROWS, finished_heads, parse_synthetic, read_model_heads
 
 # the settings that decide a compare run's certificates: a rerun into the same --out resumes only with the same
 RUN_SETTINGS = ("methods", "eps", "lower", "model", "model_sha256", "text_sha256", "window", "length", "norm",

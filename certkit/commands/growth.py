@@ -72,7 +72,7 @@ def task(t, say=None):
     budget) into t["folder"], then its rows (with the run's settings, so a rerun reads them back only
     for the same model, text and eps; and, if the budget stopped it, the same budget).  say: None or
     a callable taking a short text (the search stages, for the status line of a serial run)."""
-    from .certify import certificate_provenance, certify_head
+    from ..driver import certificate_provenance, certify_head
     h = t["head"]
     rows = certify_head(h, [t["eps"]], t["folder"], (), 0, 24, certificate_provenance(h), progress=say,
                         budget=t.get("budget"))

@@ -467,7 +467,7 @@ def run_growth(args, fams, eps):
     """scale --families causal-real: the growth law on real decoder heads (certkit.commands.growth)."""
     import shlex
     from ..numbers import parse_budget
-    from .certify import seconds_text
+    from ..driver import seconds_text
     if fams != ["causal-real"]:
         raise ScaleError("--families causal-real runs alone (it loads a model): give it without other families")
     heads = growth.parse_heads(args.growth_heads)

@@ -19,14 +19,14 @@ import re
 import time
 from fractions import Fraction
 
-from .. import synthetic
-from ..errors import UserError
-from ..head import Head, RowMask
-from ..numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers, tag
-from ..outputs import FolderLock, write_atomic
-from ..provenance import portable_path, producer, producer_line, wheel_source
-from ..search import writer
-from ..search.sandwich import remove_stale_work, sandwich
+from . import synthetic
+from .errors import UserError
+from .head import Head, RowMask
+from .numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers, tag
+from .outputs import FolderLock, write_atomic
+from .provenance import portable_path, producer, producer_line, wheel_source
+from .search import writer
+from .search.sandwich import remove_stale_work, sandwich
 
 EPS_DEFAULT = "1/10,1/4,1/2"
 PEERS_DEFAULT = "svd,nystrom,performer,linformer"
@@ -374,7 +374,7 @@ def model_rows(head, rows):
     multiplier, mask, visible dimension (certkit.geometry on Q and the kept K; under a decoder's row
     mask the masked one, docs/mathematics.md §4.5) and the reconstruction error against the model's
     own attention."""
-    from .. import geometry
+    from . import geometry
     p = head.provenance
     vis = geometry.visible_dimension(head.queries, head.keys, weights=head.weights, mask=head.mask)
     extra = {"layer": p["layer"], "head_index": p["head"], "kv_head": p["kv_head"], "multiplier": p["multiplier"],
@@ -427,7 +427,7 @@ def model_markdown(meta, rows, peers):
 
 def model_statistics(rows):
     """The summary's statistics line, from report.certify_statistics."""
-    from .report import certify_statistics
+    from .commands.report import certify_statistics
     st = certify_statistics(rows)
     q = lambda k: "-" if st.get(k) is None else f"{st[k]:.2f}"
     return (f"**{st['complete']} of {st['rows']} sandwiches complete** (both bounds VERIFIED), {st['tight']} "
@@ -454,7 +454,7 @@ def model_figures(meta, rows, out_dir):
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         return []
-    from ..figures import layer_head_maps
+    from .figures import layer_head_maps
     paths = []
     for e in meta["eps"]:
         for m in meta["multipliers"]:
@@ -472,8 +472,8 @@ def read_model_heads(args, mults, out_root):
     heads, meta), meta the model and input part of a run's summary.  --out (default
     <out_root>/<model>) is checked before the model is read and created after."""
     import sys
-    from ..models import extract as ex
-    from ..numbers import parse_indices
+    from .models import extract as ex
+    from .numbers import parse_indices
     layers = parse_indices(args.model_layers, "--layers")
     heads = parse_indices(args.model_heads, "--heads")
     if args.text is not None and args.tokens is not None:
@@ -513,7 +513,7 @@ def read_model_heads(args, mults, out_root):
 def run_model(args, eps_list, peers):
     """certkit certify --model: every requested head of the model at each multiplier and eps."""
     import sys
-    from ..numbers import exact
+    from .numbers import exact
     if args.heads or args.synthetic or args.beta:
         raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
     mults = []
@@ -524,7 +524,7 @@ def run_model(args, eps_list, peers):
         mults.append(m)
     if args.workers < 1:
         raise CertifyError(f"--workers: {args.workers} must be >= 1")
-    from ..parallel import parse_scheduler, run as run_tasks
+    from .parallel import parse_scheduler, run as run_tasks
     parse_scheduler(args.scheduler)
     info, hs, meta = read_model_heads(args, mults, os.path.join("data", "certify"))
     lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
