@@ -15,7 +15,8 @@
    back as its own approximation and twin rows (true errors near 1e-16), beta 2^20 and 2^30 on
    nearly equal keys, column weights, plain Gaussian heads (n = N in --family-sizes, one set per
    seed in --seeds) and one head of
-   n = N = --large (n N > 2^20); factorization and covering claims with eps = truth (1 + 1e-6) (true)
+   n = N = --large (n N > 2^20), and the float softmax of a head of n = N = --large-self (n N > 2^20,
+   every row open on the fast route) as its own approximation; factorization and covering claims with eps = truth (1 + 1e-6) (true)
    and truth (1 - 1e-6) (false), truth from the 256-bit Arb reference.  VERIFIED per route, the
    share of true claims auto rejects (goal <= 1 %), false claims VERIFIED by any route (must be 0).
    --before CHECKOUT: the same certificate files checked by route auto of another checkout of
@@ -146,7 +147,7 @@ print(json.dumps({p: check(p, "auto").status for p in sys.argv[1:]}))
 REL = Fraction(1, 10 ** 6)
 
 
-def families(sizes, seeds, large, before):
+def families(sizes, seeds, large, before, large_self=None):
     print(f"3. held-out families: eps = truth (1 + 1e-6) (true) and truth (1 - 1e-6) (false)")
     print("| family | head | kind | n N | exact error | true: fast / arb / auto | auto s | false: fast / arb / auto |"
           + (" before: true / false |" if before else ""))
@@ -154,7 +155,7 @@ def families(sizes, seeds, large, before):
     rows, files = [], []
     with tempfile.TemporaryDirectory() as tmp:
         heads = [(seed, h) for seed in seeds
-                 for h in precision_families.heads(sizes, seed, large if seed == seeds[0] else None)]
+                 for h in precision_families.heads(sizes, seed, *((large, large_self) if seed == seeds[0] else ()))]
         for seed, (family, name, Q, K, beta, w, labels) in heads:
             name = f"{name}-s{seed}"
             head, found = precision_families.claims(Q, K, beta, w, labels)
@@ -208,6 +209,8 @@ def main():
     ap.add_argument("--family-sizes", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="part 3: one set of heads per seed")
     ap.add_argument("--large", type=int, default=1100, help="n = N of the large head (0: none)")
+    ap.add_argument("--large-self", type=int, default=1100,
+                    help="n = N of the large head whose float softmax is its own approximation (0: none)")
     ap.add_argument("--before", help="another checkout of certkit whose route auto checks the part-3 files too")
     ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3])
     a = ap.parse_args()
@@ -216,7 +219,7 @@ def main():
     if 2 in a.parts:
         rescued(a.sizes)
     if 3 in a.parts:
-        families(a.family_sizes, a.seeds, a.large, a.before)
+        families(a.family_sizes, a.seeds, a.large, a.before, a.large_self)
 
 
 if __name__ == "__main__":

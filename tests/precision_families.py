@@ -8,7 +8,9 @@ tests/test_precision.py and benchmarks/bench_auto_route.py.
 * weights: column weights in (0, 2), an eighth of them 0 (dropped);
 * gaussian: plain Gaussian heads;
 * large: a Gaussian head with n N > 2^20 whose fast bound is loose on 8 rows only (a query component
-  of 2^50 orthogonal to every key: the logits are exact, the Cauchy-Schwarz bound is not).
+  of 2^50 orthogonal to every key: the logits are exact, the Cauchy-Schwarz bound is not); and
+  (large_self) the float softmax of a Gaussian head with n N > 2^20 as its own approximation, every
+  row left open by the fast route.
 
 Each head gives claims (label, kind, bound, witness, errors): truncated-SVD factors ("svd"), the
 float softmax itself ("self"), a greedy covering ("cover"); errors are Arb balls of the per-row
@@ -28,8 +30,8 @@ def _gauss(rng, n, d=16, scale=0.5):
     return rng.standard_normal((n, d)) * scale, rng.standard_normal((n, d)) * scale
 
 
-def heads(sizes, seed=0, large=None):
-    """(family, name, Q, K, beta, weights, labels) for n = N in sizes (and one large head of n = N = large)."""
+def heads(sizes, seed=0, large=None, large_self=None):
+    """(family, name, Q, K, beta, weights, labels) for n = N in sizes (and large heads of n = N = large, large_self)."""
     rng = np.random.default_rng(seed)
     for n in sizes:
         Q, K = _gauss(rng, n)
@@ -52,6 +54,9 @@ def heads(sizes, seed=0, large=None):
         K[:, -1] = 0.0
         Q[rng.choice(large, 8, replace=False), -1] = 2.0 ** 50
         yield "large", f"large-n{large}", Q, K, Fraction(1), None, ("svd",)
+    if large_self:              # the float softmax as its own approximation: every row open on the fast route
+        Q, K = _gauss(rng, large_self)
+        yield "large", f"large-n{large_self}", Q, K, Fraction(1), None, ("self",)
 
 
 def claims(Q, K, beta, weights, labels):

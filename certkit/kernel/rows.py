@@ -139,7 +139,7 @@ def arb_l1(X, Y):
 
 
 # ---------------------------------------------------------------- what the rules share
-AUTO_ARB = 1 << 20          # route auto: Arb re-checks the rows fast leaves open if they hold at most 2^20 entries
+AUTO_ARB = 1 << 20          # route auto, lower bounds and output distances: Arb on instances of at most 2^20 entries
 
 
 def indices(x: object, path: str, base_dir: str | None, upper: int | None, length: int | None = None, lower: int = 0,
@@ -189,21 +189,22 @@ class Decoder:
 def max_row_bound(inst, route, fast_bound, arb_bound, eps=None, other=None):
     """(e, i, used): the largest of proven bounds e_i >= ||A_i - B_i||_1, its row, the route used.  fast:
     fast_bound(idx, m, rho) on the fast enclosures; arb: arb_bound(idx, *Arb rows of inst (and other)) -> Arb
-    balls of the row errors at PRECS in turn, for the rows not yet below float(eps) (so below eps), until a row is
-    certainly above eps; auto: fast, then arb on the rows fast leaves open if they hold <= AUTO_ARB entries."""
+    balls of the row errors at PRECS in turn, for the rows not yet below float(eps) (so below eps), block by block, the
+    largest fast bounds first, until a row is certainly above eps; auto: fast, then arb on the rows fast leaves open."""
     err = np.concatenate([fast_bound(*b) for b in enclose(inst, None, "fast")]) if route != "arb" else \
         np.full(inst.n, np.inf)
     cut = np.inf if eps is None else float(eps)
     todo = np.flatnonzero(~(err < cut) & (route != "fast"))
-    todo = todo[:0] if route == "auto" and len(todo) * inst.N > AUTO_ARB else todo
+    todo = todo[np.argsort(-err[todo], kind="stable")]             # the likeliest to exceed eps first
     used, step = route if len(todo) else "fast", max(1, CHUNK // inst.N)
     arbs = [Prepared(x).arb for x in (inst, other) if x is not None and len(todo)]     # only if needed
     for prec in PRECS:
-        with flint.ctx.workprec(prec):
-            balls = [b for s in range(0, len(todo), step) for b in arb_bound(todo[s:s + step], *arbs)]
-        err[todo] = np.minimum(err[todo], [arb_up(b) for b in balls])
-        if eps is not None and any(arb_to_fraction_lower(b) > eps for b in balls):
-            break                                           # a row certainly above eps: no precision helps
+        for part in (todo[s:s + step] for s in range(0, len(todo), step)):        # memory: one block of rows
+            with flint.ctx.workprec(prec):
+                balls = arb_bound(part, *arbs)
+            err[part] = np.minimum(err[part], [arb_up(b) for b in balls])
+            if eps is not None and any(arb_to_fraction_lower(b) > eps for b in balls):
+                return float(np.max(err)), int(np.argmax(err)), used          # certainly above eps: no precision helps
         todo = todo[~(err[todo] < cut)]
     return float(np.max(err)), int(np.argmax(err)), used
 

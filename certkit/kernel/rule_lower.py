@@ -54,17 +54,15 @@ def check_inverse_norm(inst, claim, witness, base_dir, route, choices):
                                 ("inverse",) * (inst.minor >= 3))    # 1.3: X in the witness, else the oracle's
     M = T.shape[0]
     X = array(w["inverse"], "$.witness.inverse", base_dir, (M, M)) if "inverse" in w else \
-        choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)[0] if M else None   # any X: it chooses
-    if M == 0:
-        return {"messages": 0}
+        choose(choices, "inverse", "lower-decoding-inverse-norm/invert", T)[0] if M else T    # any X: it chooses
     if X.shape != (M, M):
         raise Rejected("lower-decoding-inverse-norm/invert", f"the chosen inverse is {X.shape}, not {M} x {M}")
     R, absX, Tabs = np.eye(M) - X @ T, np.abs(X), sum_up(np.abs(T), axis=1)
     prod_err = inflate(gamma(M) * sum_up(absX * Tabs, axis=1) + M * M * ETA, 3)
     res = inflate(sum_up(np.abs(R), axis=1) * (1 + u) + prod_err, 2)     # rows of |I - X T^|
     finite(res, "lower-decoding-inverse-norm/residual")
-    Xn = float(finite(np.max(sum_up(absX, axis=1)), "lower-decoding-inverse-norm/norm"))
-    alpha = Fraction(float(np.max(res))) + Fraction(Xn) * Fraction(float(np.max(e)))
+    Xn = float(finite(np.max(sum_up(absX, axis=1), initial=0.0), "lower-decoding-inverse-norm/norm"))
+    alpha = Fraction(float(np.max(res, initial=0.0))) + Fraction(Xn) * Fraction(float(np.max(e, initial=0.0)))
     if not alpha < 1:
         raise Rejected("lower-decoding-inverse-norm/alpha",
                        f"certified ||I - X T_A||_inf <= {float(alpha):.6g} is not < 1")
