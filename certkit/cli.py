@@ -167,7 +167,7 @@ COMMANDS = {
         "Examples:\n  certkit certify data/heads/*.safetensors data/heads/*.npz --eps 1/10,1/4\n"
         "  certkit certify --synthetic gaussian:n=64,d=8,beta=2 --eps 0.25 --out /tmp/c\n"
         "  certkit certify --model minilm --text notes.txt --length 128 --eps 1/4 --out /tmp/minilm128",
-        "certkit.driver", extras=("search",)),
+        "certkit.commands.certify", extras=("search",)),
     "compare": Command(
         "the certified error max_i ||A_i - A'_i||_1 of a compressed head (quantised, low-rank, evicted keys)",
         "For each head and compression setting (--method), a certificate that max_i ||A_i - A'_i||_1 <= eps for the "

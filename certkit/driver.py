@@ -1,12 +1,15 @@
-"""certkit certify: certified sandwiches  lower <= r_eps(A) <= upper  for concrete heads.
+"""The certify run driver: certified sandwiches  lower <= r_eps(A) <= upper  for concrete heads.
 
 For each head and eps, the sandwich engine (certkit.search.sandwich) runs the untrusted lower and
 upper searches, has the kernel decide every candidate certificate and keeps only the VERIFIED
 ones; the peers (certkit.search.peers) report the smallest k at which each practitioner's
-approximation has kernel-certified row-l1 error <= eps.  This module is the command around it:
-the heads (files, --synthetic specs or a model), the folders and the summary.
+approximation has kernel-certified row-l1 error <= eps.  This module drives it over heads: the
+sandwiches of one head at several eps (sandwiches, the one place certkit.certify and `certkit
+certify` put them together), the heads (head files, --synthetic specs or a model's heads:
+read_model_heads), the folders, the summaries and the resumption of a model run (finished_heads).
+certkit.certify, `certkit certify` (certkit/commands/certify.py) and `certkit compare` call it.
 
-With --model (run_model), the heads are those of a transformer (certkit.models.extract: a local
+With a model (certify_model), the heads are those of a transformer (certkit.models.extract: a local
 folder of a supported family, or minilm / mpnet) on the user's text or token ids, each checked
 against the model's own attention probabilities, and the summary adds per row the layer, head,
 key head, multiplier, row mask, visible dimension and reconstruction error.
@@ -16,20 +19,15 @@ import io
 import json
 import os
 import re
-import time
 from fractions import Fraction
 
 from . import synthetic
 from .errors import UserError
-from .head import Head, RowMask
-from .numbers import brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers, tag
+from .head import RowMask
+from .numbers import PEER_NAMES, exact, tag
 from .outputs import FolderLock, write_atomic
 from .provenance import portable_path, producer, producer_line, wheel_source
 from .search import writer
-from .search.sandwich import remove_stale_work, sandwich
-
-EPS_DEFAULT = "1/10,1/4,1/2"
-PEERS_DEFAULT = "svd,nystrom,performer,linformer"
 
 
 class CertifyError(UserError):
@@ -75,21 +73,41 @@ def parse_synthetic(spec):
 
 # ---------------------------------------------------------------- one head
 
-def certify_head(head, eps_list, out_dir, peers=(), seed=0, attempts=24, provenance=None, progress=None,
+def sandwiches(head, eps_list, peers=PEER_NAMES, seed=0, attempts=24, provenance=None, progress=None, budget=None,
+               workdir=None):
+    """The certified Sandwich of head at each eps of eps_list, one at a time (an iterator, each
+    computed when it is asked for): the sandwich engine (certkit.search.sandwich.sandwich) with A,
+    the instance and the searches' eps-free work shared between the eps.  peers: names among
+    PEER_NAMES (seeded by seed); provenance: extra fields of the certificates; progress: None or a
+    callable taking a short text (the search stages, for a status line); budget: None or seconds
+    for each eps (the anytime sandwich); workdir: None or a folder (created) for the searches'
+    temporary certificates.  The engine is imported, and the head's instance and attention
+    computed, by the call itself: a missing extra or a head no certificate can state is an error here."""
+    from .search.sandwich import sandwich
+    inst = head.instance()           # first: a head no certificate can state is a user error
+    A = head.attention()
+    if workdir is not None:
+        os.makedirs(workdir, exist_ok=True)
+    shared = {}
+
+    def each():
+        for eps in eps_list:
+            say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
+            yield sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
+                           progress=say, budget=budget, workdir=workdir)
+    return each()
+
+
+def certify_head(head, eps_list, out_dir, peers=PEER_NAMES, seed=0, attempts=24, provenance=None, progress=None,
                  budget=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
     progress: None or a callable taking a short text (the search stages, for a status line).
     budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich).
     The searches' temporary certificates live under out_dir too (never in the system's temporary
     folder), so a run killed with kill -9 leaves nothing outside it."""
-    inst = head.instance()           # first: a head no certificate can state is a user error
-    A = head.attention()
-    os.makedirs(out_dir, exist_ok=True)
-    rows, shared = [], {}
-    for eps in eps_list:
-        say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
-        s = sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
-                     progress=say, budget=budget, workdir=out_dir)
+    rows = []
+    for eps, s in zip(eps_list, sandwiches(head, eps_list, peers, seed, attempts, provenance, progress, budget,
+                                           workdir=out_dir)):
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -192,55 +210,28 @@ def write_summary(rows, out_dir, peers):
     write_atomic(os.path.join(out_dir, "summary.csv"), summary_csv(rows, peers))
 
 
-# ---------------------------------------------------------------- command line
+# ---------------------------------------------------------------- runs
 
-def add_arguments(p):
-    p.add_argument("heads", nargs="*", metavar="HEAD", help=".npz or .safetensors head files (arrays Q, K; "
-                   "optional beta, weights, bias; see certkit/head.py)")
-    p.add_argument("--synthetic", action="append", default=[], metavar="SPEC",
-                   help="a synthetic head FAMILY[:n=..,N=..,d=..,beta=..,seed=..], FAMILY one of "
-                        + ", ".join(synthetic.FAMILIES) + " (repeatable)")
-    p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
-    p.add_argument("--eps", default=EPS_DEFAULT, help=f"comma-separated tolerances, exact (default {EPS_DEFAULT})")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default data/certify; with --model data/certify/<model>)")
-    p.add_argument("--peers", default=PEERS_DEFAULT,
-                   help="comma-separated peers to compare (svd, nystrom, performer, linformer) or 'none'")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
-    p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
-    p.add_argument("--budget", metavar="SECONDS", default=None,
-                   help="time for each head at each eps, its peers included (anytime certification): a valid "
-                        "sandwich first (r >= 1, the trivial r <= min(n, N)), then a fast lower bound and the "
-                        "truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an "
-                        "end; when "
-                        "the time is spent the searches stop at their next safe point (usually within 10 %%) and the "
-                        "best sandwich so far is kept, marked stopped_on_budget in the summary (default: no budget)")
-    p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
-    p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
-                   "to end (default: refuse, exit 73; a folder never mixes two runs)")
-    g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
-    g.add_argument("--model", metavar="DIR|FILE.gguf", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, "
-                   "MPNet, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; weights from *.safetensors only), a GGUF "
-                   "file (Llama, Mistral, Qwen2, GPT-2, BLOOM; dequantised, tokenizer from the file), or minilm / "
-                   "mpnet (the built-in real weights)")
-    g.add_argument("--text", metavar="FILE", help="UTF-8 text, tokenised by the model's tokenizer (default: "
-                   "certkit's built-in text, the Python reference topics)")
-    g.add_argument("--tokens", metavar="FILE", help="token ids instead of a text: integers separated by "
-                   "whitespace or commas, or a .npy integer array (used as given, no special tokens added)")
-    g.add_argument("--length", type=int, default=128, metavar="N", help="tokens per window, special tokens included (default 128)")
-    g.add_argument("--window", type=int, default=0, metavar="K", help="which window of the text to use, 0 = the first (default 0)")
-    g.add_argument("--layers", dest="model_layers", default="all", metavar="LIST", help="layers: all, 0-3 or 0,5 (default all)")
-    g.add_argument("--heads", dest="model_heads", default="all", metavar="LIST", help="heads: all, 0-3 or 0,5 (default all)")
-    g.add_argument("--multipliers", default="1", metavar="M,...", help="beta = m x the model's own scale, exact (default 1: the model)")
-    g.add_argument("--workers", type=int, default=1, metavar="N", help="heads certified in N parallel processes (default 1)")
-    g.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                   help="certify the heads on Dask distributed: local, local:N or a scheduler address such as "
-                        "tcp://host:8786 (needs the 'dask' extra; results identical to a serial run)")
-
-
-MODEL_OPTIONS = (("text", None, "--text"), ("tokens", None, "--tokens"), ("length", 128, "--length"),
-                 ("window", 0, "--window"), ("model_layers", "all", "--layers"), ("model_heads", "all", "--heads"),
-                 ("multipliers", "1", "--multipliers"), ("workers", 1, "--workers"), ("scheduler", None, "--scheduler"))
+def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=0, attempts=24, budget=None, wait=False, status=None,
+                  finished=None):
+    """Certify heads (head files, synthetic heads) at each eps into the folder out, its lock held
+    (certkit.outputs.FolderLock; wait: wait for another run writing there, else refuse) and what a
+    run killed there left removed: the summary rows, out/summary.{json,md,csv} rewritten after each
+    head (nothing lost on interruption).  status(i, head): None or the progress callable of the
+    i-th head (certify_head's); finished(rows): called with each head's rows once they are written."""
+    from .search.sandwich import remove_stale_work
+    writer.ensure_folder(out, "--out")
+    with FolderLock(out, "--out", wait):     # one run per folder at a time
+        remove_stale_work(out)
+        rows = []
+        for i, h in enumerate(heads, 1):
+            new = certify_head(h, eps_list, out, peers, seed, attempts, progress=None if status is None else status(i, h),
+                               budget=budget)
+            rows.extend(new)
+            write_summary(rows, out, peers)          # nothing lost on interruption
+            if finished is not None:
+                finished(new)
+        return rows
 
 
 def model_head_task(task):
@@ -311,62 +302,6 @@ def finished_heads(out, meta, hs, settings=RUN_SETTINGS, file_keys=("lower_file"
     return done
 
 
-def run(args):
-    """certkit certify: exit 0 if every (head, eps) got both certificates, 1 if some bound is
-    missing; bad input raises a UserError (the CLI's exit 64/66)."""
-    eps_list = parse_eps_list(args.eps)
-    args.budget = parse_budget(getattr(args, "budget", None), "--budget")
-    peers = list(parse_peers(args.peers, "--peers"))
-    if getattr(args, "model", None) is not None:
-        return run_model(args, eps_list, peers)
-    for attr, default, flag in MODEL_OPTIONS:
-        if getattr(args, attr, default) != default:
-            raise CertifyError(f"{flag} needs --model (the heads of a model)")
-    args.out = args.out or "data/certify"
-    beta = parse_beta(args.beta, "--beta") if args.beta else None
-    heads = [Head.from_file(f, beta) for f in args.heads] + [parse_synthetic(s) for s in args.synthetic]
-    if not heads:
-        raise CertifyError("no heads: give HEAD files or --synthetic SPEC (see certkit certify --help)")
-    names = [h.name for h in heads]
-    if len(set(names)) != len(names):
-        raise CertifyError(f"two heads share the name {next(n for n in names if names.count(n) > 1)!r}")
-    writer.ensure_folder(args.out, "--out")
-    with FolderLock(args.out, "--out", getattr(args, "wait", False)):     # one run per folder at a time
-        remove_stale_work(args.out)
-        return certify_heads(args, heads, eps_list, peers)
-
-
-def certify_heads(args, heads, eps_list, peers):
-    """The loop of run over head files and --synthetic heads (the folder's lock held)."""
-    import sys
-    tty = sys.stderr.isatty()
-    rows, t0 = [], time.perf_counter()
-    for i, h in enumerate(heads, 1):
-        status = None
-        if tty:
-            status = lambda text, i=i, h=h: print(f"\r[{i}/{len(heads)}] {h.name[:24]}: {text[:44]:<44}", end="",
-                                                  file=sys.stderr, flush=True)
-            status("")
-        new = certify_head(h, eps_list, args.out, peers, args.seed, args.attempts, progress=status, budget=args.budget)
-        rows.extend(new)
-        write_summary(rows, args.out, peers)          # nothing lost on interruption
-        if tty:
-            print("\r" + " " * 80 + "\r", end="", file=sys.stderr)
-        if not args.json:
-            for r in new:
-                peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                print(f"{r['head']}  eps={brief(r['eps'])}:  {sandwich_text(r)}   ({methods_text(r)})"
-                      f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]{budget_note(r)}")
-    if args.json:
-        json.dump(rows, sys.stdout, indent=1)
-        print()
-    elif peers:
-        print(f"({PEER_LEGEND})")
-    print(f"{len(rows)} sandwiches in {time.perf_counter() - t0:.1f} s; certificates and summary.md/json/csv "
-          f"under {args.out}", file=sys.stderr)
-    return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1
-
-
 # ---------------------------------------------------------------- the heads of a model
 
 def model_rows(head, rows):
@@ -425,9 +360,31 @@ def model_markdown(meta, rows, peers):
     return "\n".join(head + lines) + "\n"
 
 
+def certify_statistics(rows):
+    """Counts and ratios of certify rows: sandwiches complete, tight, upper / lower (median, 90th
+    percentile, max), upper / the SVD peer's k where it was run (median, max), seconds added up,
+    and per eps the median bounds."""
+    import numpy as np
+    done = [r for r in rows if r.get("lower") and r.get("upper") is not None]
+    out = {"rows": len(rows), "complete": len(done), "tight": sum(1 for r in done if r["lower"] == r["upper"]),
+           "seconds": sum(r.get("seconds") or 0 for r in rows)}
+    if done:
+        ratio = [r["upper"] / r["lower"] for r in done]
+        out.update(median_upper_over_lower=float(np.median(ratio)), max_upper_over_lower=float(max(ratio)),
+                   p90_upper_over_lower=float(np.percentile(ratio, 90)))
+    svd = [r["upper"] / r["peers"]["svd"]["k"] for r in done if ((r.get("peers") or {}).get("svd") or {}).get("k")]
+    if svd:
+        out.update(median_upper_over_svd=float(np.median(svd)), max_upper_over_svd=float(max(svd)))
+    out["by_eps"] = {}
+    for e in sorted({str(r.get("eps")) for r in rows}, key=Fraction):
+        sel = [r for r in done if str(r.get("eps")) == e]
+        out["by_eps"][e] = {"complete": len(sel), "median_lower": float(np.median([r["lower"] for r in sel])) if sel else None,
+                            "median_upper": float(np.median([r["upper"] for r in sel])) if sel else None}
+    return out
+
+
 def model_statistics(rows):
-    """The summary's statistics line, from report.certify_statistics."""
-    from .commands.report import certify_statistics
+    """The summary's statistics line, from certify_statistics."""
     st = certify_statistics(rows)
     q = lambda k: "-" if st.get(k) is None else f"{st[k]:.2f}"
     return (f"**{st['complete']} of {st['rows']} sandwiches complete** (both bounds VERIFIED), {st['tight']} "
@@ -510,21 +467,16 @@ def read_model_heads(args, mults, out_root):
     return info, hs, meta
 
 
-def run_model(args, eps_list, peers):
-    """certkit certify --model: every requested head of the model at each multiplier and eps."""
-    import sys
-    from .numbers import exact
-    if args.heads or args.synthetic or args.beta:
-        raise CertifyError("--model certifies a model's heads: give no HEAD files, --synthetic or --beta with it")
-    mults = []
-    for v in [x for x in args.multipliers.split(",") if x.strip()] or [""]:
-        m = exact(v, "--multipliers")
-        if m <= 0:
-            raise CertifyError(f"--multipliers: {m} is not > 0 (beta = m x the model's own scale)")
-        mults.append(m)
-    if args.workers < 1:
-        raise CertifyError(f"--workers: {args.workers} must be >= 1")
+def certify_model(args, eps_list, peers, mults, started=None, finished=None):
+    """A model run (certkit certify --model): every requested head of args.model (read_model_heads:
+    args holds model, text, tokens, length, window, model_layers, model_heads, out, seed, attempts,
+    budget, workers, scheduler, wait) at each multiplier of mults and each eps, in args.workers
+    processes or on args.scheduler, into args.out (locked; a rerun with the same settings resumes:
+    finished_heads), the summary rewritten after each head, then the figures.  started(info, heads,
+    done): called once the heads are read (done: {index: rows} of the heads already certified);
+    finished(rows): called with each head's rows as it ends.  Returns (info, heads, meta, rows)."""
     from .parallel import parse_scheduler, run as run_tasks
+    from .search.sandwich import remove_stale_work
     parse_scheduler(args.scheduler)
     info, hs, meta = read_model_heads(args, mults, os.path.join("data", "certify"))
     lock = FolderLock(args.out, "--out", getattr(args, "wait", False)).acquire()    # released when the run ends
@@ -536,17 +488,8 @@ def run_model(args, eps_list, peers):
     meta["command"] = rerun_command(args, meta)
     meta["producer"] = producer()
     done = finished_heads(args.out, meta, hs)
-    if done:
-        print(f"{info['name']}: {len(done)} of {len(hs)} heads already certified in {args.out} (resuming)",
-              file=sys.stderr)
-    tty = sys.stderr.isatty()
-    bar = None
-    if tty:
-        from tqdm import tqdm
-        bar = tqdm(total=len(hs), initial=len(done), desc=f"certkit certify {info['name']}", unit="head",
-                   file=sys.stderr)
-    say = bar.write if bar is not None else print
-    t0 = time.perf_counter()
+    if started is not None:
+        started(info, hs, done)
     tasks = [{"index": i, "head": h, "eps": eps_list, "out": args.out, "peers": peers, "seed": args.seed,
               "attempts": args.attempts, "budget": args.budget} for i, h in enumerate(hs) if i not in done]
     try:
@@ -554,27 +497,11 @@ def run_model(args, eps_list, peers):
             done[i] = new
             rows = [r for j in sorted(done) for r in done[j]]      # the heads' order, whatever finished first
             write_model_summary(meta, rows, args.out, peers)        # nothing lost on interruption
-            if bar is not None:
-                bar.update(1)
-            if not args.json:
-                for r in new:
-                    peer_txt = "  ".join(f"{p}={r['peers'][p]['k'] or '-'}" for p in peers)
-                    say(f"{r['head']}  eps={r['eps']}:  {sandwich_text(r)}   ({methods_text(r)})"
-                        f"{'   peers: ' + peer_txt if peers else ''}   visible dim {r['visible_dimension']}"
-                        f"   recon {r['reconstruction_max_abs_diff']:.1e}  [{r['seconds']:.2f} s]{budget_note(r)}")
+            if finished is not None:
+                finished(new)
     finally:
         lock.release()
-        if bar is not None:
-            bar.close()
     rows = [r for j in sorted(done) for r in done[j]]
     write_model_summary(meta, rows, args.out, peers)
     model_figures(meta, rows, args.out)
-    if args.json:
-        json.dump(rows, sys.stdout, indent=1)
-        print()
-    elif peers:
-        print(f"({PEER_LEGEND})")
-    print(f"{info['name']}: {len(rows)} sandwiches ({len(hs)} heads) in {time.perf_counter() - t0:.1f} s; "
-          f"reconstruction max |diff| {meta['reconstruction_max_abs_diff']:.2g}; certificates and summary.md/json/csv "
-          f"under {args.out}", file=sys.stderr)
-    return 0 if all(r["lower"] is not None and r["upper"] is not None for r in rows) else 1
+    return info, hs, meta, rows

@@ -110,13 +110,13 @@ def test_the_growth_budget_reaches_the_sandwich_and_is_recorded(tmp_path, capsys
     """--growth-budget 0 gets to every point's sandwich, which then stops at once (r >= 1, no upper
     certificate): the rows, the csv and the summary say so, and the command in the summary has it.
     A stopped point is read back only under the same budget; a point no budget stopped, under any."""
-    from certkit import driver
-    real, seen = driver.sandwich, []
+    from certkit.search import sandwich as engine
+    real, seen = engine.sandwich, []
 
     def spy(*a, **kw):
         seen.append(kw.get("budget"))
         return real(*a, **kw)
-    monkeypatch.setattr(driver, "sandwich", spy)
+    monkeypatch.setattr(engine, "sandwich", spy)
     out = tmp_path / "b"
     args = scale_args(decoder, out, heads="l1-h3")
     assert main(args + ["--growth-budget", "0"]) == 1          # no upper certificate: not every point complete

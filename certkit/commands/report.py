@@ -254,29 +254,6 @@ def calibrate_html(folder, row_limit):
 
 
 # ---------------------------------------------------------------- certify
-def certify_statistics(rows):
-    """Counts and ratios of certify rows: sandwiches complete, tight, upper / lower (median, 90th
-    percentile, max), upper / the SVD peer's k where it was run (median, max), seconds added up,
-    and per eps the median bounds."""
-    import numpy as np
-    done = [r for r in rows if r.get("lower") and r.get("upper") is not None]
-    out = {"rows": len(rows), "complete": len(done), "tight": sum(1 for r in done if r["lower"] == r["upper"]),
-           "seconds": sum(r.get("seconds") or 0 for r in rows)}
-    if done:
-        ratio = [r["upper"] / r["lower"] for r in done]
-        out.update(median_upper_over_lower=float(np.median(ratio)), max_upper_over_lower=float(max(ratio)),
-                   p90_upper_over_lower=float(np.percentile(ratio, 90)))
-    svd = [r["upper"] / r["peers"]["svd"]["k"] for r in done if ((r.get("peers") or {}).get("svd") or {}).get("k")]
-    if svd:
-        out.update(median_upper_over_svd=float(np.median(svd)), max_upper_over_svd=float(max(svd)))
-    out["by_eps"] = {}
-    for e in sorted({str(r.get("eps")) for r in rows}, key=Fraction):
-        sel = [r for r in done if str(r.get("eps")) == e]
-        out["by_eps"][e] = {"complete": len(sel), "median_lower": float(np.median([r["lower"] for r in sel])) if sel else None,
-                            "median_upper": float(np.median([r["upper"] for r in sel])) if sel else None}
-    return out
-
-
 FACET_HEADS = 40          # heads per facet of the sandwich figure for rows without a layer (head files)
 
 
@@ -342,6 +319,7 @@ def certify_figure(rows):
 def certify_html(folder, row_limit):
     s = read_json(os.path.join(folder, "summary.json"))
     meta, rows = (s.get("meta"), s["rows"]) if isinstance(s, dict) else (None, s)
+    from ..driver import certify_statistics
     st = certify_statistics(rows)
     peers = list(dict.fromkeys(p for r in rows for p in (r.get("peers") or {})))
     parts = ["<h2>What was run</h2>"]
