@@ -21,6 +21,7 @@ arguments are added (importing its module) only when that command is the one bei
 """
 import argparse
 import importlib
+import io
 import os
 import sys
 from dataclasses import dataclass
@@ -298,17 +299,24 @@ def main(argv=None):
     prog = f"certkit {name}" if name else "certkit"
     try:
         parser = build_parser(argv)
+        stdout, sys.stdout = sys.stdout, io.StringIO()     # argparse swallows write errors: catch them here
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:               # --help, --version (0) or a usage error (64)
             return e.code if isinstance(e.code, int) else (0 if e.code is None else USAGE)
+        finally:                              # the help on a full disk is an error, not a silent exit 0
+            text, sys.stdout = sys.stdout.getvalue(), stdout
+            sys.stdout.write(text)
+            sys.stdout.flush()
         if not args.command:
             parser.print_help(sys.stderr)
             print("\ncertkit: error: a command is required", file=sys.stderr)
             return USAGE
         from .threads import limited
         with limited(preload=()):            # certkit's BLAS threads here and in every process started
-            return _run(args.command, args)
+            status = _run(args.command, args)
+        sys.stdout.flush()                    # a write error on stdout is reported here, named
+        return status
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -327,9 +335,13 @@ def main(argv=None):
         except (OSError, ValueError):
             pass
         return CANT_CREATE
-    except OSError as e:                      # an output the command could not write
-        where = e.filename if e.filename is not None else "output"
+    except OSError as e:                      # an output the command could not write (no file name: stdout)
+        where = e.filename if e.filename is not None else "standard output"
         print(f"{prog}: error: cannot write {where}: {e.strerror or e}", file=sys.stderr)
+        try:                                  # nothing left to flush at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
         return CANT_CREATE
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)

@@ -86,6 +86,18 @@ def test_verify_summary_on_a_device_is_refused():
     assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("args", [("verify", str(CERT)), ("tables", "--help"), ("--version",)], ids=" ".join)
+def test_stdout_on_a_full_device_is_an_error_naming_standard_output(args):
+    """`certkit ... > /dev/full`: exit 73 and one line naming standard output (argparse's help swallowed the
+    error and exited 0), never a traceback or an "Exception ignored" at exit."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "certkit", *args], stdout=full, stderr=subprocess.PIPE, text=True,
+                           cwd=ROOT, timeout=120)
+    assert r.returncode == 73, (r.returncode, r.stderr)
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "cannot write standard output" in r.stderr
+
+
 def test_write_atomic_refuses_a_link_and_keeps_regular_files_working(tmp_path):
     from certkit.errors import OutputError
     from certkit.outputs import write_atomic
