@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from certkit.choices import check  # noqa: E402
 
-scale = importlib.import_module("certkit.commands.scale")    # the module (certkit.commands.scale is also the API function)
+scale = importlib.import_module("certkit.scaling.laws")    # the module (certkit.scale is the API function)
 
 BUDGET = 60.0
 

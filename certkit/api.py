@@ -212,7 +212,7 @@ def scale(families: str | Sequence[str] = ("sphere", "ball", "interaction"), *, 
     e = parse_eps(eps)
     families = [families] if isinstance(families, str) else list(families)
     with needs("search", "scale"):
-        from .commands.scale import FAMILIES, POINT_FIELDS, CAUSAL_FIELDS, causal_law, crosscheck as crosscheck_, \
+        from .scaling.laws import FAMILIES, POINT_FIELDS, CAUSAL_FIELDS, causal_law, crosscheck as crosscheck_, \
             grid, headline, point, slopes
     with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
         base = tmp if out is None else os.fspath(out)

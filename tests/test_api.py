@@ -57,7 +57,7 @@ def test_public_names_and_light_import():
 
 
 def test_public_functions_are_not_shadowed_by_modules():
-    import certkit.driver, certkit.commands.audit, certkit.auditing, certkit.commands.scale  # noqa: F401, E401
+    import certkit.driver, certkit.commands.audit, certkit.auditing, certkit.scaling.laws, certkit.scaling.growth  # noqa: F401, E401
     import certkit.commands.compare, certkit.search.compare  # noqa: F401, E401
     assert callable(certkit.certify) and callable(certkit.scale) and callable(certkit.audit)
     assert callable(certkit.compare)

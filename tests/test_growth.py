@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from certkit.commands import growth  # noqa: E402
+from certkit.scaling import growth  # noqa: E402
 from certkit.cli import main  # noqa: E402
 
 

@@ -464,7 +464,7 @@ GROWTH_ONLY = (("growth_budget", "--growth-budget"), ("encoder_model", "--encode
 
 
 def run_growth(args, fams, eps):
-    """scale --families causal-real: the growth law on real decoder heads (certkit.commands.growth)."""
+    """scale --families causal-real: the growth law on real decoder heads (certkit.scaling.growth)."""
     import shlex
     from ..numbers import parse_budget
     from ..driver import seconds_text

@@ -1,0 +1,11 @@
+"""The scaling laws of the approximation rank, every point a kernel-VERIFIED certificate
+(docs/mathematics.md §8.2-8.5):
+
+    laws.py     the lattice families against beta (sphere beta^((d-1)/2), ball beta^(d/2),
+                interaction Gamma^(r/2)): parametric lower-lattice certificates, least-squares
+                slopes with 95 % intervals, the 65^4 headline point, the explicit cross-check, and
+                the causal law of prefix averaging against the context length (Theta(log n))
+    growth.py   the causal growth law on real decoder heads (certified sandwiches against n)
+
+certkit.scale (the public API) and the command `certkit scale` both call them.
+"""
