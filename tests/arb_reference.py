@@ -9,16 +9,17 @@ import numpy as np
 PREC = 256
 
 
-def attention_rows(Q, K, beta, weights=None):
-    """Rows of A = softmax(beta Q K^T) as lists of Arb balls (beta a Fraction); with column weights w,
-    A_ij = w_j e^(beta <q_i, k_j>) / sum_l w_l e^(beta <q_i, k_l>) (w_j = 0: the entry is exactly 0)."""
+def attention_rows(Q, K, beta, weights=None, bias=None):
+    """Rows of A = softmax(beta Q K^T + bias) as lists of Arb balls (beta a Fraction, bias exact floats); with
+    column weights w, A_ij = w_j e^(l_ij) / sum_l w_l e^(l_il) (w_j = 0: the entry is exactly 0)."""
     with flint.ctx.workprec(PREC):
         S = (flint.arb_mat(Q.tolist()) * flint.arb_mat(K.T.tolist())).table()
         b = flint.arb(beta.numerator) / beta.denominator
         w = [1.0] * K.shape[0] if weights is None else weights.tolist()
         rows = []
-        for s in S:
-            e = [wj * (b * (x - s[0])).exp() for x, wj in zip(s, w)]
+        for i, s in enumerate(S):
+            c = [0.0] * len(s) if bias is None else bias[i].tolist()
+            e = [wj * (b * (x - s[0]) + (cj - c[0])).exp() for x, wj, cj in zip(s, w, c)]
             Z = sum(e, flint.arb(0))
             rows.append([x / Z for x in e])
     return rows
