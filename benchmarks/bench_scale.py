@@ -35,7 +35,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    eps = scale.EPS_DEFAULT
+    eps = scale.EPS
     walls = []
     for i in range(args.repeats):
         out = tempfile.mkdtemp(prefix="bench-scale-")

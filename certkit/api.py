@@ -23,6 +23,8 @@ from .errors import UserError
 from .numbers import (PEER_NAMES, parse_budget, parse_distance, parse_eps, parse_eps_list, parse_jobs, parse_output_eps,
                       parse_peers, parse_time_limit)
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
+from .scaling import EPS as SCALE_EPS, FAMILIES_DEFAULT as SCALE_FAMILIES, POINTS as SCALE_POINTS, \
+    TOLERANCE as SCALE_TOLERANCE
 from .symbolic import FORMATS as TABLE_FORMATS
 from .threads import limited
 
@@ -199,34 +201,22 @@ def audit(target: Head | str | os.PathLike[str], eps: EpsLike | Sequence[EpsLike
 
 
 @limited()
-def scale(families: str | Sequence[str] = ("sphere", "ball", "interaction"), *, eps: EpsLike = "7/20",
-          points: int = 13, tolerance: float = 0.01, out: str | os.PathLike[str] | None = None,
-          crosscheck: bool = False, causal_lengths: Sequence[int] | None = None) -> ScaleResult:
-    """The certified scaling laws (docs/mathematics.md §8.2-8.5): per family and dimension,
-    parametric lattice certificates over three decades of beta, each VERIFIED by the kernel, and
-    the least-squares slope of log M against the theory exponent ((d-1)/2 sphere, d/2 ball, r/2
-    interaction); with causal_lengths (e.g. (64, 256, 1024)), certified sandwiches for causal
-    attention at beta = 0 against the context length.  Returns a ScaleResult: .rows the points,
-    .slopes, .headline, .crosscheck, .causal (a CausalLaw or None); certificates go under
-    out/certificates (a temporary folder, removed, when out is None)."""
+def scale(families: str | Sequence[str] = SCALE_FAMILIES, *, eps: EpsLike = SCALE_EPS, points: int = SCALE_POINTS,
+          tolerance: float = SCALE_TOLERANCE, out: str | os.PathLike[str] | None = None, crosscheck: bool = True,
+          causal_lengths: Sequence[int] | None = None) -> ScaleResult:
+    """The certified scaling laws (docs/mathematics.md §8.2-8.5), as `certkit scale` computes them:
+    per family and dimension, parametric lattice certificates over three decades of beta, each
+    VERIFIED by the kernel, and the least-squares slope of log M against the theory exponent ((d-1)/2
+    sphere, d/2 ball, r/2 interaction); the 65^4 headline point; with crosscheck, small instances
+    checked as explicit matrices; with the family "causal" (or causal_lengths given, e.g. (64, 256,
+    1024); default 64..4096), certified sandwiches for causal attention at beta = 0 against the
+    context length.  Returns a ScaleResult: .rows the points, .slopes, .headline, .crosscheck, .causal
+    (a CausalLaw or None); certificates go under out/certificates (a temporary folder, removed, when
+    out is None)."""
     e = parse_eps(eps)
-    families = [families] if isinstance(families, str) else list(families)
     with needs("search", "scale"):
-        from .scaling.laws import FAMILIES, POINT_FIELDS, CAUSAL_FIELDS, causal_law, crosscheck as crosscheck_, \
-            grid, headline, point, slopes
-    with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
-        base = tmp if out is None else os.fspath(out)
-        cert_dir = os.path.join(base, "certificates")
-        os.makedirs(cert_dir, exist_ok=True)
-        rows = [point(f, d, x, e, cert_dir) for f in families for d in FAMILIES[f]["dims"] for x in grid(f, points)]
-        law = causal_law(e, cert_dir, tuple(causal_lengths)) if causal_lengths else None
-        return ScaleResult(rows=rows, columns=tuple(POINT_FIELDS), eps=e, tolerance=tolerance,
-                           slopes=slopes(rows, tolerance), headline=headline(e, cert_dir),
-                           crosscheck=crosscheck_(e, base) if crosscheck else [],
-                           causal=None if law is None else CausalLaw(
-                               rows=law["points"], columns=tuple(CAUSAL_FIELDS), lower_fit=law["lower_fit"],
-                               upper_fit=law["upper_fit"], theory=law["theory"]),
-                           out=None if out is None else base)
+        from .scaling.laws import laws
+    return laws(families, e, points, tolerance, out, crosscheck, causal_lengths)
 
 
 def calibrate(model: str | os.PathLike[str] | Any = MODEL, *, layers: Indices = "all", heads: Indices = "all",

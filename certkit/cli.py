@@ -200,7 +200,7 @@ COMMANDS = {
         "64 bad input, 69 an extra is missing ('search'; 'plots' unless --no-plots), 73 --out cannot be "
         "written, 130 interrupted.\n"
         "Examples:\n  certkit scale\n  certkit scale --families ball --points 7 --eps 1/4 --out /tmp/scale",
-        "certkit.scaling.laws", extras=("search", "plots")),
+        "certkit.commands.scale", extras=("search", "plots")),
     "calibrate": Command(
         "real-model calibration: visible dimension, SVD bridge, chain and certified sandwiches per head",
         "The paper's real-model study on pretrained models loaded offline (encoders, and decoders from a "

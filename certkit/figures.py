@@ -7,6 +7,7 @@ matplotlib is imported only when a figure is made.
 """
 import contextlib
 import io
+import os
 
 from .outputs import write_atomic
 
@@ -153,3 +154,15 @@ def layer_method_map(rows, key, stem, title, eps=None):
             bar.set_label(f"red line and contour: ε = {eps}", fontsize=6)
         ax.set_title(title, fontsize=7)
         return save_figure(fig, stem)
+
+
+def finish_plot(fig, ax, title, path, legend_size=8, below=False):
+    """Title, grid, legend (below the axes when below), then path (.png) and its .pdf and .svg, saved
+    without dates or software stamps (identical bytes on a rerun)."""
+    ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3, lw=0.4)
+    if below:
+        fig.legend(loc="outside lower center", fontsize=legend_size, ncol=1, frameon=False, handlelength=2.2)
+    else:
+        ax.legend(fontsize=legend_size)
+    save_figure(fig, os.path.splitext(path)[0])

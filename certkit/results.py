@@ -95,8 +95,8 @@ class ScaleResult(Records):
     """The certified scaling laws (docs/mathematics.md §8.2-8.5): rows, one per lattice point, each
     a kernel-VERIFIED parametric lower bound M; slopes, one per (family, dim), the fitted exponent
     against the theory; headline, the 65^4 ball point; crosscheck, parametric vs explicit matrices
-    (empty unless asked); causal, the causal law (None unless asked); out, the folder of the
-    certificates (None: a temporary folder, removed)."""
+    (empty when not asked); causal, the causal law (None without the causal family); out, the folder
+    of the certificates (None: a temporary folder, removed)."""
     eps: Fraction
     tolerance: float
     slopes: list[Row]

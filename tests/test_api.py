@@ -57,7 +57,7 @@ def test_public_names_and_light_import():
 
 
 def test_public_functions_are_not_shadowed_by_modules():
-    import certkit.driver, certkit.commands.audit, certkit.auditing, certkit.scaling.laws, certkit.scaling.growth  # noqa: F401, E401
+    import certkit.driver, certkit.commands.audit, certkit.auditing, certkit.scaling.laws, certkit.scaling.growth, certkit.commands.scale  # noqa: F401, E401
     import certkit.commands.compare, certkit.search.compare  # noqa: F401, E401
     assert callable(certkit.certify) and callable(certkit.scale) and callable(certkit.audit)
     assert callable(certkit.compare)
@@ -189,7 +189,8 @@ def test_audit_of_a_certificate_file_and_its_flags():
 
 def test_scale_result_keeps_its_certificates_when_asked(tmp_path):
     law = certkit.scale("sphere", points=3, eps="7/20", out=tmp_path / "s")
-    assert law.out == str(tmp_path / "s") and law.causal is None and law.crosscheck == [] and law.eps == Fraction(7, 20)
+    assert law.out == str(tmp_path / "s") and law.causal is None and law.eps == Fraction(7, 20)
+    assert law.crosscheck and all(r["agree"] for r in law.crosscheck)       # by default, as `certkit scale`
     assert [r["family"] for r in law.rows] == ["sphere"] * 9 and all(r["verdict"] == "VERIFIED" for r in law.rows)
     for r in law.rows:
         assert certkit.verify(str(tmp_path / "s" / r["certificate"])).status == "VERIFIED"

@@ -249,7 +249,7 @@ def test_scale_parse_raises_scale_error(args, msg):
     """run() raises (the CLI turns a UserError into exit 64) instead of printing and returning."""
     import argparse
     from certkit import errors
-    from certkit.scaling.laws import ScaleError, add_arguments, run
+    from certkit.commands.scale import ScaleError, add_arguments, run
     p = argparse.ArgumentParser()
     add_arguments(p)
     with pytest.raises(ScaleError, match=re.escape(msg)) as e:
@@ -259,7 +259,7 @@ def test_scale_parse_raises_scale_error(args, msg):
 
 def test_scale_eps_is_read_exactly():
     import argparse
-    from certkit.scaling.laws import add_arguments, parse_options as parse
+    from certkit.commands.scale import add_arguments, parse_options as parse
     p = argparse.ArgumentParser()
     add_arguments(p)
     assert parse(p.parse_args(["--eps", "0.35"]))[1] == Fraction(7, 20)

@@ -30,7 +30,6 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -403,7 +402,6 @@ def plot(rows, fits, eps, path, decoder=None):
 def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, command="", budget=None, encoder=None):
     """Compute (or resume) the points, write causal-real.{md,csv} and the plot; returns (rows, fits).
     budget: None or seconds per point; encoder: None or (spec, heads), the encoder series."""
-    t0 = time.perf_counter()
     writer.ensure_folder(out, "--out")
     rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
     fits = laws(rows)
@@ -417,9 +415,4 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
     write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
     if plots:
         plot(rows, fits, eps, os.path.join(out, "causal-real.png"), info["name"])
-    for r in rows:
-        stop = "  (stopped on the budget)" if r.get("stopped_on_budget") else ""
-        print(f"{label(r)}  n={r['n']}:  {r['lower']} <= r_eps(A) <= {upper_text(r)}  [{r['seconds']:.1f} s]{stop}")
-    print(f"causal growth law: {len(rows)} points in {time.perf_counter() - t0:.1f} s; outputs under {out}",
-          file=sys.stderr)
     return rows, fits

@@ -12,13 +12,13 @@ d) its Arb value (Theorems 3.3 / 3.4 / 4.2 through the symbolic chain of docs/ma
 Outputs under --out: points.csv, slopes.csv, scaling.md, summary.json, <family>.png (.pdf, .svg) and the
 certificates.
 """
+import contextlib
 import csv
 import io
 import json
 import math
 import os
-import sys
-import time
+import tempfile
 from fractions import Fraction
 from typing import Any
 
@@ -26,13 +26,13 @@ import numpy as np
 
 from ..choices import check
 from ..errors import UserError
+from ..figures import finish_plot
 from ..provenance import producer
-from ..numbers import parse_eps
 from ..outputs import write_atomic
-from . import growth
+from ..results import CausalLaw, ScaleResult
 from ..search import lattice as lat
+from . import CAUSAL_NS, EPS, FAMILIES_DEFAULT, POINTS, TOLERANCE
 
-EPS_DEFAULT = Fraction(35, 100)
 FAMILIES: dict[str, dict[str, Any]] = {   # dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
     "sphere": {"dims": (2, 3, 4), "lo": 10 ** 4, "hi": 10 ** 7, "chain": (2, 3)},
     "ball": {"dims": (2, 3, 4, 6), "lo": 10 ** 5, "hi": 10 ** 8, "chain": (2, 3), "L": 5},
@@ -205,7 +205,7 @@ def crosscheck_pair(con, p, eps, stem):
     return pp, xp, h, extra, vis
 
 
-def crosscheck(eps, out_dir):
+def explicit_crosscheck(eps, out_dir):
     """Each small instance checked as an explicit matrix by lower-decoding-margin; the parametric
     certificate of the same instance must give the same M."""
     rows = []
@@ -234,7 +234,8 @@ POINT_FIELDS = ["family", "dim", "exponent", "beta", "x", "params", "M", "log10_
                 "margin", "log10_tokens", "visible_dimension", "chain_log10_upper", "certificate"]
 
 
-def _g(v, sig=6):
+def cell(v, sig=6):
+    """A number in the tables: a float to sig significant digits, None an empty cell."""
     return "" if v is None else (f"{v:.{sig}g}" if isinstance(v, float) else str(v))
 
 
@@ -243,7 +244,7 @@ def write_csv(path, rows, fields):
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _g(r.get(k)) if not isinstance(r.get(k), list) else " ".join(map(_g, r[k])) for k in fields})
+        w.writerow({k: cell(r.get(k)) if not isinstance(r.get(k), list) else " ".join(map(cell, r[k])) for k in fields})
     write_atomic(path, buf.getvalue())
 
 
@@ -263,16 +264,16 @@ def markdown(sl, head, cc, eps, tolerance):
     for s in sl:
         ci = s.get("ci95")
         rel = "" if s.get("rel_error") is None else f"{s['rel_error']:+.3%}"
-        L.append(f"| {s['family']} | {s['dim']} | {xs[s['family']]} | {_g(s['x_min'], 3)}–{_g(s['x_max'], 3)} | "
-                 f"{s['points']} ({s['verified']}) | {s['theory']:g} | {_g(s.get('slope'), 5)} | "
-                 f"{'[' + _g(ci[0], 5) + ', ' + _g(ci[1], 5) + ']' if ci else ''} | "
+        L.append(f"| {s['family']} | {s['dim']} | {xs[s['family']]} | {cell(s['x_min'], 3)}–{cell(s['x_max'], 3)} | "
+                 f"{s['points']} ({s['verified']}) | {s['theory']:g} | {cell(s.get('slope'), 5)} | "
+                 f"{'[' + cell(ci[0], 5) + ', ' + cell(ci[1], 5) + ']' if ci else ''} | "
                  f"{rel} | "
-                 f"{'yes' if s['within_tolerance'] else 'NO'} | {_g(s.get('chain_slope'), 4)} |")
+                 f"{'yes' if s['within_tolerance'] else 'NO'} | {cell(s.get('chain_slope'), 4)} |")
     lo, hi = head["log10_tokens"]
     L += ["", "## The 65^4 point", "",
           f"Ball, d = {head['d']}, β = 640² = {head['beta']}, spacing L = {head['L']}, K = {head['K']}, integer "
           f"multiplicities: **r_eps >= {head['M']:,} = 65^4**, {head['verdict']}, certified margin "
-          f"{_g(head['margin'])}; the head has 10^{lo:.4f} to 10^{hi:.4f} tokens (a {math.floor(hi) + 1:,}-digit number). "
+          f"{cell(head['margin'])}; the head has 10^{lo:.4f} to 10^{hi:.4f} tokens (a {math.floor(hi) + 1:,}-digit number). "
           f"Certificate `{head['certificate']}`.", "",
           "## Cross-check: parametric rule vs the explicit matrix", "",
           "Small instances materialised as explicit matrices (exact dyadic entries; sphere points rounded to float64) "
@@ -281,9 +282,9 @@ def markdown(sl, head, cc, eps, tolerance):
           "|---|---|---|---|---|---|---|"]
     for r in cc:
         par = "—" if r["parametric_verdict"] is None else \
-            f"{_g(r['parametric_M'])} ({r['parametric_verdict']}, {_g(r['parametric_margin'], 4)})"
+            f"{cell(r['parametric_M'])} ({r['parametric_verdict']}, {cell(r['parametric_margin'], 4)})"
         L.append(f"| {r['construction']} | {r['params']} | {r['columns']} | {r['explicit_M']} ({r['explicit_verdict']}, "
-                 f"{_g(r['explicit_margin'], 4)}) | {par} | {_g(r['visible_dimension'])} | {'yes' if r['agree'] else 'NO'} |")
+                 f"{cell(r['explicit_margin'], 4)}) | {par} | {cell(r['visible_dimension'])} | {'yes' if r['agree'] else 'NO'} |")
     L += ["", "Points: `points.csv`; slopes: `slopes.csv`; plots: `sphere.png`, `ball.png`, `interaction.png`.", ""]
     return "\n".join(L)
 
@@ -323,21 +324,7 @@ def plot(rows, sl, family, path):
         finish_plot(fig, ax, f"{family}: {law}", path, legend_size=8, below=True)
 
 
-def finish_plot(fig, ax, title, path, legend_size=8, below=False):
-    """Title, grid, legend (below the axes when below), then path (.png) and its .pdf and .svg, saved
-    without dates or software stamps (identical bytes on a rerun)."""
-    from ..figures import save_figure
-    ax.set_title(title, fontsize=8)
-    ax.grid(alpha=0.3, lw=0.4)
-    if below:
-        fig.legend(loc="outside lower center", fontsize=legend_size, ncol=1, frameon=False, handlelength=2.2)
-    else:
-        ax.legend(fontsize=legend_size)
-    save_figure(fig, os.path.splitext(path)[0])
-
-
 # ---------------------------------------------------------------- causal attention (prefix averaging)
-CAUSAL_NS = (64, 128, 256, 512, 1024, 2048, 4096)
 CAUSAL_FIELDS = ["n", "ln_n", "lower", "lower_kind", "upper", "upper_kind", "cover", "margin_messages",
                  "cover_bound", "lower_certificate", "upper_certificate"]
 
@@ -459,174 +446,63 @@ def causal_plot(law, eps, path):
                     path, legend_size=8, below=True)
 
 
-GROWTH_ONLY = (("growth_budget", "--growth-budget"), ("encoder_model", "--encoder-model"),
-               ("encoder_heads", "--encoder-heads"))
-
-
-def run_growth(args, fams, eps):
-    """scale --families causal-real: the growth law on real decoder heads (certkit.scaling.growth)."""
-    import shlex
-    from ..numbers import parse_budget
-    from ..driver import seconds_text
-    if fams != ["causal-real"]:
-        raise ScaleError("--families causal-real runs alone (it loads a model): give it without other families")
-    heads = growth.parse_heads(args.growth_heads)
-    try:
-        ns = sorted({int(t) for t in args.growth_lengths.split(",") if t.strip()})
-    except ValueError:
-        raise ScaleError(f"--growth-lengths: {args.growth_lengths!r} is not a list of integers") from None
-    if len(ns) < 3 or ns[0] < 8:
-        raise ScaleError(f"--growth-lengths: need at least 3 lengths >= 8 to fit the laws, got {args.growth_lengths!r}")
-    if args.workers < 1:
-        raise ScaleError(f"--workers: {args.workers} must be >= 1")
-    try:
-        budget = parse_budget(args.growth_budget, "--growth-budget")
-    except UserError as e:
-        raise ScaleError(str(e)) from None
-    if args.encoder_heads is not None and args.encoder_model is None:
-        raise ScaleError("--encoder-heads needs --encoder-model (the encoder whose heads go beside the decoder's)")
-    encoder = None
-    if args.encoder_model is not None:
-        encoder = (args.encoder_model, growth.parse_heads(args.encoder_heads or growth.DEFAULT_ENCODER_HEADS,
-                                                          "--encoder-heads"))
-    parts = ["certkit", "scale", "--families", "causal-real", "--model", args.model, "--growth-heads",
-             args.growth_heads, "--growth-lengths", ",".join(map(str, ns)), "--eps", str(eps)]
-    if budget is not None:
-        parts += ["--growth-budget", seconds_text(budget)]
-    if encoder is not None:
-        parts += ["--encoder-model", args.encoder_model,
-                  "--encoder-heads", args.encoder_heads or growth.DEFAULT_ENCODER_HEADS]
-    command = shlex.join(parts + ["--workers", str(args.workers), "--out", args.out])
-    rows, _ = growth.run(args.model, heads, ns, eps, args.out, args.workers, None, not args.no_plots, command,
-                         budget, encoder)
-    return 0 if all(r["lower"] and r["upper"] for r in rows) else 1
-
-
-# ---------------------------------------------------------------- CLI
-def add_arguments(p):
-    p.add_argument("--families", default="sphere,ball,interaction,causal",
-                   help="comma-separated families: sphere, ball, interaction (lattice lower bounds against beta), "
-                        "causal (prefix averaging against the context length) (default all)")
-    p.add_argument("--eps", default=str(EPS_DEFAULT), help="tolerance eps in (0, 1), exact numeral (default 7/20)")
-    p.add_argument("--points", type=int, default=13, help="points per line, log-spaced over three decades (default 13)")
-    p.add_argument("--tolerance", type=float, default=0.01, help="allowed relative slope error (default 0.01)")
-    p.add_argument("--out", default="data/scaling", metavar="DIR", help="output folder (default data/scaling)")
-    p.add_argument("--no-plots", action="store_true", help="skip the plots (PNG, with PDF and SVG beside)")
-    p.add_argument("--no-crosscheck", action="store_true", help="skip the explicit-matrix cross-check")
-    p.add_argument("--causal-lengths", default=",".join(map(str, CAUSAL_NS)), metavar="N,N,...",
-                   help="context lengths of the causal family (prefix averaging; default 64..4096, about 3 min)")
-    g = p.add_argument_group("causal-real: the causal growth law on real decoder heads (runs alone; "
-                             "outputs causal-real.{md,csv,png} under --out)")
-    g.add_argument("--model", default="smollm2", help="a decoder: smollm2 (default), a GGUF file or a model folder")
-    g.add_argument("--growth-heads", default=growth.DEFAULT_HEADS, metavar="lL-hH,...",
-                   help=f"the heads (default {growth.DEFAULT_HEADS}: in each third of SmolLM2's layers the heads "
-                        "with the smallest and largest certified upper bound at L = 128)")
-    g.add_argument("--growth-lengths", default=growth.DEFAULT_LENGTHS, metavar="N,N,...",
-                   help=f"context lengths (default {growth.DEFAULT_LENGTHS}; at least 3)")
-    g.add_argument("--growth-budget", metavar="SECONDS", default=None,
-                   help="time for each point (one head at one n; anytime certification as certify --budget): the "
-                        "searches stop at their next safe point once it is spent and the best VERIFIED sandwich so far "
-                        "is kept, marked stopped_on_budget in causal-real.csv and .md (default: no budget)")
-    g.add_argument("--encoder-model", metavar="NAME|DIR", default=None,
-                   help="an encoder (minilm, mpnet or a BERT-family folder) whose heads are certified beside the "
-                        "decoder's, with no mask, at the --growth-lengths within its position limit (MiniLM: 512), "
-                        "and drawn in grey in the plot (default: none)")
-    g.add_argument("--encoder-heads", metavar="lL-hH,...", default=None,
-                   help=f"the encoder's heads (default {growth.DEFAULT_ENCODER_HEADS}: MiniLM's heads with the "
-                        "smallest and the largest certified upper bound at L = 128, eps = 1/4)")
-    g.add_argument("--workers", type=int, default=1, metavar="N", help="points certified in N processes (default 1)")
-
-
-def parse_options(args):
-    """(families, eps) from the command line; ScaleError (a UserError) naming the argument."""
-    fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    known = list(FAMILIES) + ["causal", "causal-real"]
-    bad = [f for f in fams if f not in known]
-    if bad or not fams:
-        raise ScaleError(f"--families: unknown family {bad[0] if bad else '(none)'!r} (choose from {', '.join(known)})")
-    try:
-        eps = parse_eps(args.eps, "--eps")
-    except UserError as e:
-        raise ScaleError(str(e)) from None
-    if args.points < 3:
-        raise ScaleError(f"--points must be >= 3 to fit a slope with an interval, got {args.points}")
-    if not 0 < args.tolerance < 1:
-        raise ScaleError(f"--tolerance must lie in (0, 1), got {args.tolerance}")
-    return fams, eps
-
-
-def parse_lengths(text):
-    """--causal-lengths: context lengths 2 <= n <= 16384."""
-    try:
-        ns = sorted({int(t) for t in text.split(",") if t.strip()})
-    except ValueError:
-        raise ScaleError(f"--causal-lengths: {text!r} is not a list of integers") from None
-    if len(ns) < 3 or ns[0] < 2 or ns[-1] > 16384:
-        raise ScaleError(f"--causal-lengths: need at least 3 lengths in 2..16384 to fit the law, got {text!r}")
-    return ns
-
-
-def run(args):
-    """Exit 0: every point VERIFIED and every slope within tolerance; 1 otherwise.  Bad input raises
-    ScaleError (a UserError: the CLI's exit 64); an --out that cannot be a folder, OutputError (73)."""
-    from ..search.writer import ensure_folder
-    fams, eps = parse_options(args)
-    if "causal-real" in fams:
-        return run_growth(args, fams, eps)
-    for attr, flag in GROWTH_ONLY:
-        if getattr(args, attr, None) is not None:
-            raise ScaleError(f"{flag} needs --families causal-real (the growth law on real heads)")
+# ---------------------------------------------------------------- the laws in one call
+def laws(families=FAMILIES_DEFAULT, eps=EPS, points=POINTS, tolerance=TOLERANCE, out=None, crosscheck=True,
+         causal_lengths=None, progress=False, rows=None):
+    """The certified scaling laws of `families` (FAMILIES and "causal") at eps (exact): a
+    ScaleResult with the lattice points (points per line, log-spaced), their slopes against the
+    theory within tolerance, the 65^4 headline point, the explicit cross-check (crosscheck) and the
+    causal law at causal_lengths (None: CAUSAL_NS; given, they add the causal family).  The
+    certificates go under out/certificates (out/crosscheck for the cross-check); out None: a
+    temporary folder, removed.  progress: bars on stderr; rows: None or a list the lattice points
+    are appended to as they are certified (what a caller keeps when the run is interrupted)."""
     from tqdm import tqdm
-    out = ensure_folder(args.out, "--out")
-    cert_dir = os.path.join(out, "certificates")
-    os.makedirs(cert_dir, exist_ok=True)
-    t0 = time.perf_counter()
-    tasks = [(f, d, x) for f in fams if f in FAMILIES for d in FAMILIES[f]["dims"] for x in grid(f, args.points)]
-    causal_ns = parse_lengths(args.causal_lengths) if "causal" in fams else ()
-    rows = []
-    try:
-        for f, d, x in tqdm(tasks, desc="certkit scale", unit="pt", disable=not sys.stderr.isatty()):
+    families = [families] if isinstance(families, str) else list(families)
+    if causal_lengths is not None and "causal" not in families:
+        families.append("causal")
+    bad = [f for f in families if f not in FAMILIES and f != "causal"]
+    if bad:
+        raise ScaleError(f"families: unknown family {bad[0]!r} (choose from {', '.join([*FAMILIES, 'causal'])})")
+    rows = [] if rows is None else rows
+    folder = tempfile.TemporaryDirectory(prefix="certkit-") if out is None else contextlib.nullcontext(os.fspath(out))
+    with folder as base:
+        cert_dir = os.path.join(base, "certificates")
+        os.makedirs(cert_dir, exist_ok=True)
+        tasks = [(f, d, x) for f in families if f in FAMILIES for d in FAMILIES[f]["dims"] for x in grid(f, points)]
+        for f, d, x in tqdm(tasks, desc="certkit scale", unit="pt", disable=not progress):
             rows.append(point(f, d, x, eps, cert_dir))
         head = headline(eps, cert_dir)
-        cc = [] if args.no_crosscheck else crosscheck(eps, out)
-        law = causal_law(eps, cert_dir, causal_ns, sys.stderr.isatty()) if "causal" in fams else None
-    except KeyboardInterrupt:
-        write_csv(os.path.join(out, "points.csv"), rows, POINT_FIELDS)
-        print(f"\ncertkit scale: interrupted; {len(rows)} points kept in {out}/points.csv", file=sys.stderr)
-        return 130
-    sl = slopes(rows, args.tolerance)
+        cc = explicit_crosscheck(eps, base) if crosscheck else []
+        law = None
+        if "causal" in families:
+            law = causal_law(eps, cert_dir, CAUSAL_NS if causal_lengths is None else tuple(causal_lengths), progress)
+        return ScaleResult(rows=rows, columns=tuple(POINT_FIELDS), eps=eps, tolerance=tolerance,
+                           slopes=slopes(rows, tolerance), headline=head, crosscheck=cc,
+                           causal=None if law is None else CausalLaw(
+                               rows=law["points"], columns=tuple(CAUSAL_FIELDS), lower_fit=law["lower_fit"],
+                               upper_fit=law["upper_fit"], theory=law["theory"]),
+                           out=None if out is None else base)
+
+
+def write(result, out, plots=True):
+    """The files of a ScaleResult under out: points.csv, slopes.csv, scaling.md, summary.json and
+    (plots) <family>.png with .pdf and .svg; with the causal law, causal.csv, causal.md (causal.png)."""
+    rows, sl, eps = result.rows, result.slopes, result.eps
     write_csv(os.path.join(out, "points.csv"), rows, POINT_FIELDS)
     write_csv(os.path.join(out, "slopes.csv"), sl, ["family", "dim", "theory", "slope", "stderr", "ci95", "rel_error",
                                                     "within_tolerance", "points", "verified", "x_min", "x_max", "chain_slope"])
-    write_atomic(os.path.join(out, "scaling.md"), markdown(sl, head, cc, eps, args.tolerance))
+    write_atomic(os.path.join(out, "scaling.md"), markdown(sl, result.headline, result.crosscheck, eps, result.tolerance))
     write_atomic(os.path.join(out, "summary.json"), json.dumps(
-        {"eps": str(eps), "tolerance": args.tolerance, "slopes": sl, "headline": head, "crosscheck": cc,
-         "producer": producer()},
+        {"eps": str(eps), "tolerance": result.tolerance, "slopes": sl, "headline": result.headline,
+         "crosscheck": result.crosscheck, "producer": producer()},
         indent=1, default=str) + "\n")
-    if not args.no_plots:
-        for f in fams:
-            if f in FAMILIES:
-                plot(rows, sl, f, os.path.join(out, f"{f}.png"))
-    if law is not None:
+    if plots:
+        for f in dict.fromkeys(r["family"] for r in rows):
+            plot(rows, sl, f, os.path.join(out, f"{f}.png"))
+    if result.causal is not None:
+        c = result.causal
+        law = {"points": c.rows, "lower_fit": c.lower_fit, "upper_fit": c.upper_fit, "theory": c.theory}
         write_csv(os.path.join(out, "causal.csv"), law["points"], CAUSAL_FIELDS)
         write_atomic(os.path.join(out, "causal.md"), causal_markdown(law, eps))
-        if not args.no_plots:
+        if plots:
             causal_plot(law, eps, os.path.join(out, "causal.png"))
-    for s in sl:
-        rel = "" if s.get("rel_error") is None else f"{s['rel_error']:+.3%}"
-        print(f"{s['family']:<11} {'r' if s['family'] == 'interaction' else 'd'}={s['dim']}  slope "
-              f"{_g(s.get('slope'), 5):<8} theory {s['theory']:<4g} {rel:<9} {s['verified']}/{s['points']} VERIFIED"
-              f"{'' if s['within_tolerance'] else '   OUTSIDE TOLERANCE'}")
-    print(f"65^4 point: {head['line']}")
-    print(f"  tokens: 10^{head['log10_tokens'][0]:.4f} .. 10^{head['log10_tokens'][1]:.4f} "
-          f"(a {math.floor(head['log10_tokens'][1]) + 1:,}-digit number)")
-    if cc:
-        print(f"cross-check: {sum(r['agree'] for r in cc)}/{len(cc)} small instances agree (parametric = explicit)")
-    if law is not None:
-        print("causal (prefix averaging): " + ", ".join(f"n={r['n']}: {r['lower']}..{r['upper']}" for r in law["points"]))
-    print(f"{len(rows)} lattice points{', the causal law' if law else ''} in {time.perf_counter() - t0:.1f} s; "
-          f"outputs under {out}", file=sys.stderr)
-    ok = (all(r["verdict"] == "VERIFIED" for r in rows) and all(s["within_tolerance"] for s in sl)
-          and head["verdict"] == "VERIFIED" and all(r["agree"] for r in cc)
-          and (law is None or all(r["lower"] and r["upper"] for r in law["points"])))
-    return 0 if ok else 1
