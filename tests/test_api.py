@@ -154,7 +154,7 @@ def test_tables_result_is_frozen_records_with_the_command_lines_bytes(tmp_path):
         committed = (pathlib.Path(ROOT) / "data" / "tables" / f"{name}.csv").read_text()
         assert t[name].to_csv() == committed == (tmp_path / "t" / f"{name}.csv").read_text()
         assert t[name].title and t[name].columns == tuple(committed.splitlines()[0].split(","))
-    assert sorted(os.listdir(tmp_path / "t")) == ["c_m.csv", "theta_m.csv"]
+    assert sorted(os.listdir(tmp_path / "t")) == ["c_m.csv", "producer.json", "theta_m.csv"]
     assert len(t.rows) == len(t["theta_m"].rows) + len(t["c_m"].rows) == 128 + len(t["c_m"].rows)
     assert t.rows[0] == {"table": "theta_m", **t["theta_m"].rows[0]} and t.fields()[0] == "table"
     written = t.to_csv(tmp_path / "all.csv")

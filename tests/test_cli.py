@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+import certkit
 from certkit import cli
 from certkit.errors import InputError, OutputError, UserError
 
@@ -431,9 +432,11 @@ def test_tables_command_regenerates_committed_tables_byte_for_byte(tmp_path):
     assert r.returncode == 0, r.stderr
     committed = ROOT / "data" / "tables"
     names = sorted(os.listdir(committed))
-    assert sorted(os.listdir(tmp_path)) == names and len(names) == 15
-    _match, mismatch, errors = filecmp.cmpfiles(committed, tmp_path, names, shallow=False)
+    assert sorted(os.listdir(tmp_path)) == names and len(names) == 16 and "producer.json" in names
+    tables = [n for n in names if n != "producer.json"]       # the producer names today's commit
+    _match, mismatch, errors = filecmp.cmpfiles(committed, tmp_path, tables, shallow=False)
     assert not mismatch and not errors
+    assert json.loads((tmp_path / "producer.json").read_text())["producer"]["certkit"] == certkit.__version__
 
 
 def test_readme_exit_code_table_matches_the_cli():

@@ -293,14 +293,27 @@ def write_table(outdir, name, title, head, rows, formats=FORMATS):
     return written
 
 
+PRODUCER_FILE = "producer.json"    # beside the tables: the certkit version, commit and libraries that wrote them
+
+
 def build_tables(outdir="data/tables", formats=FORMATS, names=None):
-    """Write every table (or those in `names`) in each format; return the paths written."""
+    """Write every table (or those in `names`) in each format, and PRODUCER_FILE; return the paths written."""
     os.makedirs(outdir, exist_ok=True)
     written = []
     for name, title, fn in TABLES:
         if names is None or name in names:
             written += write_table(outdir, name, title, *fn(), formats)
-    return written
+    return written + [write_producer(outdir)]
+
+
+def write_producer(outdir):
+    """outdir/PRODUCER_FILE: certkit.provenance.producer() (version, commit, libraries), kept apart so that the
+    tables' own bytes stay the same from commit to commit; returns its path."""
+    import json
+    from ..provenance import producer
+    path = os.path.join(outdir, PRODUCER_FILE)
+    write_atomic(path, json.dumps({"command": "certkit tables", "producer": producer()}, indent=1) + "\n")
+    return path
 
 
 def tables(names=None, out=None, formats=FORMATS):
@@ -316,5 +329,7 @@ def tables(names=None, out=None, formats=FORMATS):
             if out is not None:
                 os.makedirs(out, exist_ok=True)
                 write_table(os.fspath(out), name, title, columns, rows, tuple(formats))
+    if out is not None and found:
+        write_producer(os.fspath(out))
     return TablesResult(rows=[{"table": t.name, **row} for t in found.values() for row in t.rows],
                         columns=("table",), tables=found)
