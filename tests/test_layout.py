@@ -98,6 +98,30 @@ def test_the_import_graph_has_no_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def command_imports(graph):
+    """The edges that break "library below, CLI on top": a command (certkit.commands.<name>) importing
+    another, and any module but certkit.cli and the commands importing certkit.commands or a command."""
+    def command(m):
+        return m == "certkit.commands" or m.startswith("certkit.commands.")
+    return sorted(f"{a} -> {b}" + (" (a command imports another)" if command(a) else "")
+                  for a, targets in graph.items() for b in targets
+                  if command(b) and a != "certkit.cli" and (command(a) and b != "certkit.commands" or not command(a)))
+
+
+def test_only_the_cli_imports_a_command_and_no_command_another():
+    assert command_imports({"certkit.cli": {"certkit.commands.scale"}, "certkit.commands.scale": {"certkit.scaling"},
+                            "certkit.commands.compare": {"certkit.driver"}}) == []
+    assert command_imports({"certkit.commands.compare": {"certkit.commands.certify"},
+                            "certkit.api": {"certkit.commands.calibrate"}, "certkit.driver": {"certkit.commands"}}) == [
+        "certkit.api -> certkit.commands.calibrate",
+        "certkit.commands.compare -> certkit.commands.certify (a command imports another)",
+        "certkit.driver -> certkit.commands"]
+    graph = import_graph()
+    assert "certkit.driver" in graph["certkit.commands.compare"]      # the graph sees a command's library imports
+    bad = command_imports(graph)
+    assert not bad, "the library below, the commands on top (docs/design.md):\n" + "\n".join(bad)
+
+
 # ---------------------------------------------------------------- references
 
 SCANNED = ["README.md", "CHANGELOG.md", "TRUST.md", "CONTRIBUTING.md", "docs", "proofs", "certkit", "tests", "benchmarks"]
