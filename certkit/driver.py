@@ -5,7 +5,7 @@ upper searches, has the kernel decide every candidate certificate and keeps only
 ones; the peers (certkit.search.peers) report the smallest k at which each practitioner's
 approximation has kernel-certified row-l1 error <= eps.  This module drives it over heads: the
 sandwiches of one head at several eps (sandwiches, the one place certkit.certify and `certkit
-certify` put them together), the heads (head files, --synthetic specs or a model's heads:
+certify` put them together; sandwich_files, the calibration grid's), the heads (head files, --synthetic specs or a model's heads:
 read_model_heads), the folders, the summaries and the resumption of a model run (finished_heads).
 certkit.certify, `certkit certify` (certkit/commands/certify.py) and `certkit compare` call it.
 
@@ -96,6 +96,19 @@ def sandwiches(head, eps_list, peers=PEER_NAMES, seed=0, attempts=24, provenance
             yield sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
                            progress=say, budget=budget, workdir=workdir)
     return each()
+
+
+def sandwich_files(A, eps, head, inst, stem, provenance, layout=None, shared=None, **upper_search):
+    """lower <= r_eps(A) <= upper written straight to stem.lower.json and stem.upper.json (the
+    calibration grid's certificates, beside its other files; no Sandwich in memory): the engine's
+    lower search, then its upper search from the lower bound (certkit.search.sandwich:
+    certify_lower, certify_upper; layout, shared and upper_search passed on).  Returns (lower,
+    upper), their result dicts, None where no certificate was VERIFIED."""
+    from .search.sandwich import certify_lower, certify_upper
+    lo = certify_lower(A, eps, head, stem + ".lower.json", provenance, layout, shared)
+    up = certify_upper(A, eps, head, inst, stem + ".upper.json", provenance, floor=lo["bound"] if lo else 1,
+                       layout=layout, **upper_search)
+    return lo, up
 
 
 def certify_head(head, eps_list, out_dir, peers=PEER_NAMES, seed=0, attempts=24, provenance=None, progress=None,

@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import geometry
+from ..driver import sandwich_files
 from ..errors import UserError
 from ..models.families import times
 from ..numbers import tag
@@ -28,7 +29,6 @@ from ..provenance import producer
 from .. import parallel
 from ..search import writer
 from ..search.chain import best_chain
-from ..search.sandwich import certify_lower, certify_upper
 from ..symbolic.float_chain import log_size
 from .configs import group_path, write_atomic
 
@@ -131,9 +131,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
         name = f"m{tag(mult)}-eps-{tag(eps)}"
         stem = os.path.join(base_dir, name)
         br = fields[str(eps)]
-        lo = certify_lower(A, eps, h, stem + ".lower.json", prov, LAYOUT, shared)
-        up = certify_upper(A, eps, h, inst, stem + ".upper.json", prov, floor=lo["bound"] if lo else 1,
-                           layout=LAYOUT, **UPPER_SEARCH)
+        lo, up = sandwich_files(A, eps, h, inst, stem, prov, LAYOUT, shared, **UPPER_SEARCH)
         rs = sorted({r for r in (br["r_opt"], prof.r_max) if r is not None})
         R_sym = None
         # the chain does not apply to a row-masked head (docs/mathematics.md §4.5, §8.5; the kernel answers
