@@ -8,7 +8,7 @@ For MiniLM heads at a small length n (default 16) and every multiplier and eps:
 * the exhaustive decoding bound: the largest M such that some M message rows pass the
   inverse-norm rule with the best decoder, over every message set.  For fixed messages S the
   best decoder is an LP (docs/mathematics.md §8.1): eps t*(S) < 1 with
-  t*(S) = min { max_j ||X_j||_1 : A_S X = I } (lower.best_decoder_lp, HiGHS).  t* only grows when rows are added, so
+  t*(S) = min { max_j ||X_j||_1 : A_S X = I } (best_decoder_lp, HiGHS).  t* only grows when rows are added, so
   the sets are enumerated level by level, each from a passing set and only when all its
   subsets one smaller pass (the search is exhaustive; a float LP decides, so this is a
   reference, not a certificate);
@@ -30,7 +30,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from certkit.api import certify  # noqa: E402
 from certkit.numbers import OverSqrt, parse_eps_list  # noqa: E402
-from certkit.search import lower, upper  # noqa: E402
+from certkit.search import upper  # noqa: E402
+from certkit.search.lower.soft import best_decoder_lp  # noqa: E402
 
 
 def exhaustive_lower(A, eps, limit=200000):
@@ -49,7 +50,7 @@ def exhaustive_lower(A, eps, limit=200000):
                     lps += 1
                     if lps > limit:
                         return None, lps
-                    if eps * lower.best_decoder_lp(A[list(T)])[0] < 1:
+                    if eps * best_decoder_lp(A[list(T)])[0] < 1:
                         nxt.append(T)
         if nxt:
             best = len(nxt[0])

@@ -93,14 +93,15 @@ def test_staircase_contraction_is_lower_triangular_with_a_small_inverse(tmp_path
     """Lemma 8.2 on the staircase: cells C_a inside (e_{i_(a-1)}, e_{i_a}], so row i_a has no mass on later
     cells (T lower triangular) and eps ||T^-1||_inf < 1, computed here from scratch in exact rationals of
     the float matrix; the kernel VERIFIES r_eps >= M."""
-    from certkit.search import lower
+    from certkit.search.lower.decoding import contraction
+    from certkit.search.lower.staircase import staircase
     head = causal_head(n, d, beta, seed, window)
     A = head.attention()
-    msgs, cells = lower.staircase(A, float(eps), theta)
+    msgs, cells = staircase(A, float(eps), theta)
     M = len(msgs)
     assert M >= 1 and np.all(np.diff(msgs) > 0)
     assert len(np.unique(cells[cells >= 0])) == M
-    T = lower.contraction(A, msgs, cells)
+    T = contraction(A, msgs, cells)
     assert np.array_equal(np.triu(T, 1), np.zeros((M, M)))
     Tq = [[Fraction(x) for x in row] for row in T.tolist()]
     X = [[Fraction(0)] * M for _ in range(M)]                 # exact inverse of the triangular T
@@ -118,17 +119,17 @@ def test_staircase_contraction_is_lower_triangular_with_a_small_inverse(tmp_path
 
 def test_staircase_on_prefix_averaging_finds_the_constructed_messages():
     """At beta = 0 the staircase with whole intervals is the prefix-averaging construction's greedy."""
-    from certkit.search import lower
+    from certkit.search.lower.staircase import staircase
     for n, eps in ((64, Fraction(1, 4)), (300, Fraction(1, 10)), (500, Fraction(1, 2))):
-        msgs, cells = lower.staircase(causal.prefix_head(n).attention(), float(eps), 0.0)
+        msgs, cells = staircase(causal.prefix_head(n).attention(), float(eps), 0.0)
         want = causal.messages(n, eps, "inverse")
         assert abs(len(msgs) - len(want)) <= 1 and len(msgs) >= 2
 
 
 def test_staircase_needs_prefixes_that_never_shrink():
-    from certkit.search import lower
+    from certkit.search.lower.staircase import staircase
     A = causal.prefix_head(6).attention()[::-1].copy()         # row 0 sees all, row 5 only column 0
-    assert lower.staircase(A, 0.25) is None
+    assert staircase(A, 0.25) is None
     full = np.full((5, 5), 0.2)                                 # an encoder: one cell holds everything
-    msgs, cells = lower.staircase(full, 0.25)
+    msgs, cells = staircase(full, 0.25)
     assert len(msgs) == 1

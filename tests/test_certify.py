@@ -16,7 +16,9 @@ from certkit import synthetic
 from certkit.driver import certify_head
 from certkit.head import Head
 from certkit.choices import check
-from certkit.search import lower, upper
+from certkit.search import upper
+from certkit.search.lower.candidates import decoding_candidates
+from certkit.search.lower.decoding import decoded, margins
 
 HEADS = pathlib.Path(__file__).resolve().parents[1] / "data" / "heads"
 
@@ -173,13 +175,13 @@ def test_upper_search_stops_at_the_floor():
 
 def test_decoding_candidates_pass_their_own_tests():
     A = synthetic.head("gaussian", 40, 6, beta=3, seed=4).attention()
-    for kind, M, msgs, dec in lower.decoding_candidates(A, 0.2):
-        T = lower.decoded(A, msgs, dec)
+    for kind, M, msgs, dec in decoding_candidates(A, 0.2):
+        T = decoded(A, msgs, dec)
         assert T.shape == (M, M)
         if dec.ndim == 2:                                   # an explicit decoder: row l1 norms <= 1
             assert np.abs(dec).sum(axis=1).max() <= 1
         if kind == "lower-decoding-margin":
-            assert np.all(lower.margins(T) > 0.2)
+            assert np.all(margins(T) > 0.2)
         else:
             assert 0.2 * np.abs(np.linalg.inv(T)).sum(axis=1).max() < 1
 

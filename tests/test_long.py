@@ -19,7 +19,12 @@ import certkit.head
 from certkit import synthetic
 from certkit.driver import CertifyError, parse_synthetic
 from certkit.kernel.numerics import max_row_error
-from certkit.search import lower, upper
+from certkit.search import upper
+from certkit.search.lower import messages, pruning
+from certkit.search.lower.candidates import decoding_candidates
+from certkit.search.lower.decoding import SAFETY, argmax_cells, contraction, margins
+from certkit.search.lower.messages import far_count, farthest_rows, l1_distances
+from certkit.search.lower.pruning import InverseTracker, prune_both, without
 from certkit.search.basic import row_errors
 
 
@@ -33,10 +38,10 @@ def test_carried_inverse_is_the_inverse(seed, m, steps):
     """After any sequence of drops and column replacements, norm() = ||T^{-1}||_inf."""
     rng = np.random.default_rng(seed)
     T = np.eye(m) * m + rng.random((m, m))                  # diagonally dominant: invertible
-    inv = lower.InverseTracker(T)
+    inv = InverseTracker(T)
     for _ in range(min(steps, m - 2)):
         a = int(rng.integers(0, T.shape[0]))
-        T = lower.without(T, a)
+        T = without(T, a)
         inv.drop(a)
         g = np.unique(rng.integers(0, T.shape[0], int(rng.integers(1, 4))))
         D = rng.random((T.shape[0], len(g)))
@@ -50,7 +55,7 @@ def test_without_drops_one_row_and_column():
     T = np.arange(25.0).reshape(5, 5)
     for a in range(5):
         keep = [i for i in range(5) if i != a]
-        assert np.array_equal(lower.without(T, a), T[np.ix_(keep, keep)])
+        assert np.array_equal(without(T, a), T[np.ix_(keep, keep)])
 
 
 @pytest.mark.parametrize("family,n,beta,eps", [("gaussian", 160, 3, 0.2), ("near-permutation", 120, 8, 0.1),
@@ -59,10 +64,10 @@ def test_pruning_with_the_carried_inverse_equals_plain_pruning(family, n, beta, 
     """The same (messages, cells) as pruning that refactorises T at every step."""
     from test_search_speed_props import ref_inverse_norm, ref_prune
     A = attention(family, n, 6, beta, 3)
-    thr = eps * (1 + lower.SAFETY) + 1e-12
-    start = lower.farthest_rows(A, n)
-    fast = lower.prune_both(A, start, eps, thr)
-    tests = (lambda T: bool(np.all(lower.margins(T) > thr)),
+    thr = eps * (1 + SAFETY) + 1e-12
+    start = farthest_rows(A, n)
+    fast = prune_both(A, start, eps, thr)
+    tests = (lambda T: bool(np.all(margins(T) > thr)),
              lambda T: eps * ref_inverse_norm(T) * (1 + 1e-3) < 1 - 1e-9)
     for (m1, c1), test in zip(fast, tests):
         m2, c2 = ref_prune(A, start, test)
@@ -70,18 +75,18 @@ def test_pruning_with_the_carried_inverse_equals_plain_pruning(family, n, beta, 
 
 
 def test_far_count_keeps_small_heads_and_shrinks_with_size():
-    assert [lower.far_count(n, n) for n in (64, 512, 1024)] == [64, 512, 1024]
-    assert [lower.far_count(n, n) for n in (2048, 4096, 16384)] == [256, 64, 16]
-    assert lower.far_count(100, 20000) == 100        # at most min(n, N)
+    assert [far_count(n, n) for n in (64, 512, 1024)] == [64, 512, 1024]
+    assert [far_count(n, n) for n in (2048, 4096, 16384)] == [256, 64, 16]
+    assert far_count(100, 20000) == 100        # at most min(n, N)
 
 
 def test_lower_search_starts_are_capped(monkeypatch):
     A = attention("near-permutation", 90, 6, 8, 0)
     seen = []
-    real = lower.prune_both
-    monkeypatch.setattr(lower, "CAP", 20)
-    monkeypatch.setattr(lower, "prune_both", lambda A, msgs, *rest: seen.append(len(msgs)) or real(A, msgs, *rest))
-    lower.decoding_candidates(A, 0.2)
+    real = prune_both
+    monkeypatch.setattr(messages, "CAP", 20)
+    monkeypatch.setattr(pruning, "prune_both", lambda A, msgs, *rest: seen.append(len(msgs)) or real(A, msgs, *rest))
+    decoding_candidates(A, 0.2)
     assert seen and max(seen) <= 20
 
 
@@ -92,8 +97,8 @@ def test_farthest_rows_in_blocks_equal_one_block():
     while len(ref) < 30:
         ref.append(int(np.argmax(dist)))
         dist = np.minimum(dist, np.abs(A - A[ref[-1]]).sum(axis=1))
-    assert lower.farthest_rows(A, 30).tolist() == ref
-    assert np.array_equal(lower.l1_distances(A, A[3], block_entries=7), np.abs(A - A[3]).sum(axis=1))
+    assert farthest_rows(A, 30).tolist() == ref
+    assert np.array_equal(l1_distances(A, A[3], block_entries=7), np.abs(A - A[3]).sum(axis=1))
 
 
 def test_factor_row_errors_in_blocks_equal_row_errors():
@@ -172,6 +177,6 @@ def test_synthetic_sizes():
 
 def test_contraction_in_blocks_of_messages_is_the_same():
     A = attention("gaussian", 60, 4, 2, 6)
-    cells = lower.argmax_cells(A, lower.farthest_rows(A, 5))
+    cells = argmax_cells(A, farthest_rows(A, 5))
     rows = np.arange(60)
-    assert np.array_equal(lower.contraction(A, rows, cells, 5, block_entries=100), lower.contraction(A, rows, cells, 5))
+    assert np.array_equal(contraction(A, rows, cells, 5, block_entries=100), contraction(A, rows, cells, 5))

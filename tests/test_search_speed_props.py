@@ -1,4 +1,4 @@
-"""The fast paths of the untrusted searches (certkit/search/lower.py, upper.py) against the plain
+"""The fast paths of the untrusted searches (certkit/search/lower/, upper.py) against the plain
 definitions they replace: same candidates bit for bit where the fast path claims equality
 (contraction, pruning, greedy growth, coordinate descent on cells), valid bounds where it
 prunes with bounds, and the same mathematics where it reorganises floats (compact L-BFGS,
@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from certkit import synthetic
-from certkit.search import lower, upper
+from certkit.search import upper
+from certkit.search.lower.decoding import SAFETY, argmax_cells, contraction, inverse_norm_lower, inverse_ok, margins
+from certkit.search.lower.descent import local_cells
+from certkit.search.lower.growth import grow_inverse
+from certkit.search.lower.messages import farthest_rows
+from certkit.search.lower.pruning import prune_both, prune_many
 from certkit.search.basic import row_errors
 
 
@@ -40,12 +45,12 @@ def ref_inverse_norm(T):
 def ref_prune(A, msgs, test):
     msgs = np.array(msgs, dtype=np.int64)
     while len(msgs):
-        cells = lower.argmax_cells(A, msgs)
+        cells = argmax_cells(A, msgs)
         T = ref_contraction(A, msgs, cells)
         if test(T):
             return msgs, cells
-        msgs = np.delete(msgs, int(np.argmin(lower.margins(T))))
-    return msgs, lower.argmax_cells(A, msgs)
+        msgs = np.delete(msgs, int(np.argmin(margins(T))))
+    return msgs, argmax_cells(A, msgs)
 
 
 def ref_local_cells(A, msgs, cells, sweeps=2):
@@ -82,17 +87,17 @@ def ref_grow_inverse(A, eps, max_local=64):
     n = A.shape[0]
     ok = lambda v: eps * v * (1 + 1e-3) < 1 - 1e-9
     S = [int(np.argmax(A.max(axis=1)))]
-    cells = lower.argmax_cells(A, np.array(S))
+    cells = argmax_cells(A, np.array(S))
     while len(S) < min(n, A.shape[1]):
         best = None
         for i in range(n):
             if i not in S:
                 msgs = np.array(S + [i])
-                v = ref_inverse_norm(ref_contraction(A, msgs, lower.argmax_cells(A, msgs)))
+                v = ref_inverse_norm(ref_contraction(A, msgs, argmax_cells(A, msgs)))
                 if best is None or v < best[0]:
                     best = (v, i)
         msgs = np.array(S + [best[1]])
-        c = lower.argmax_cells(A, msgs)
+        c = argmax_cells(A, msgs)
         if not ok(best[0]):
             if len(msgs) > max_local:
                 break
@@ -116,7 +121,7 @@ def test_contraction_is_bit_identical_to_add_at(seed, n, N, M):
     A = rng.random((n, N)) ** 3
     msgs = rng.choice(n, int(rng.integers(0, n + 1)), replace=False)
     cells = rng.integers(-1, M, N)
-    assert np.array_equal(lower.contraction(A, msgs, cells, M), ref_contraction(A, msgs, cells, M))
+    assert np.array_equal(contraction(A, msgs, cells, M), ref_contraction(A, msgs, cells, M))
 
 
 @settings(max_examples=25, deadline=None)
@@ -124,11 +129,11 @@ def test_contraction_is_bit_identical_to_add_at(seed, n, N, M):
 def test_one_pass_pruning_equals_pruning_per_test(head, eps):
     family, n, d, beta, seed = head
     A = attention(family, n, d, beta, seed)
-    thr = eps * (1 + lower.SAFETY) + 1e-12
-    tests = [lambda T: bool(np.all(lower.margins(T) > thr)), lambda T: lower.inverse_ok(T, eps)]
-    for msgs0 in (lower.farthest_rows(A, n), np.arange(n)[::-1]):
-        fast = lower.prune_both(A, msgs0, eps, thr)
-        many = lower.prune_many(A, msgs0, tests)
+    thr = eps * (1 + SAFETY) + 1e-12
+    tests = [lambda T: bool(np.all(margins(T) > thr)), lambda T: inverse_ok(T, eps)]
+    for msgs0 in (farthest_rows(A, n), np.arange(n)[::-1]):
+        fast = prune_both(A, msgs0, eps, thr)
+        many = prune_many(A, msgs0, tests)
         for (m1, c1), (m2, c2), (m3, c3), test in zip(fast, many, [ref_prune(A, msgs0, t) for t in tests], tests):
             assert np.array_equal(m1, m3) and np.array_equal(c1, c3)
             assert np.array_equal(m2, m3) and np.array_equal(c2, c3)
@@ -138,10 +143,10 @@ def test_one_pass_pruning_on_a_large_contraction():
     """n = 80: the LU / Hager rejections and the ||x|| / ||T x|| shortcut are all exercised."""
     A = attention("gaussian", 80, 8, 3, 1)
     eps = 0.2
-    thr = eps * (1 + lower.SAFETY) + 1e-12
-    fast = lower.prune_both(A, lower.farthest_rows(A, 80), eps, thr)
-    ref = [ref_prune(A, lower.farthest_rows(A, 80), t) for t in
-           (lambda T: bool(np.all(lower.margins(T) > thr)),
+    thr = eps * (1 + SAFETY) + 1e-12
+    fast = prune_both(A, farthest_rows(A, 80), eps, thr)
+    ref = [ref_prune(A, farthest_rows(A, 80), t) for t in
+           (lambda T: bool(np.all(margins(T) > thr)),
             lambda T: eps * ref_inverse_norm(T) * (1 + 1e-3) < 1 - 1e-9)]
     for (m1, c1), (m2, c2) in zip(fast, ref):
         assert np.array_equal(m1, m2) and np.array_equal(c1, c2)
@@ -152,7 +157,7 @@ def test_one_pass_pruning_on_a_large_contraction():
 def test_grow_inverse_equals_the_plain_greedy(head, eps):
     family, n, d, beta, seed = head
     A = attention(family, n, d, beta, seed)
-    m1, c1 = lower.grow_inverse(A, eps)
+    m1, c1 = grow_inverse(A, eps)
     m2, c2 = ref_grow_inverse(A, eps)
     assert np.array_equal(m1, m2) and np.array_equal(c1, c2)
 
@@ -165,7 +170,7 @@ def test_grow_inverse_with_a_shared_growth_equals_the_plain_greedy(head, order, 
     A = attention(family, n, d, beta, seed)
     growth = []
     for eps in order:
-        m1, c1 = lower.grow_inverse(A, eps, max_local=max_local, growth=growth)
+        m1, c1 = grow_inverse(A, eps, max_local=max_local, growth=growth)
         m2, c2 = ref_grow_inverse(A, eps, max_local=max_local)
         assert np.array_equal(m1, m2) and np.array_equal(c1, c2)
 
@@ -174,12 +179,12 @@ def test_grow_inverse_with_a_shared_growth_equals_the_plain_greedy(head, order, 
                                                   ("gaussian", 64, 8, 0.2)])
 def test_local_cells_equals_the_plain_coordinate_descent(family, n, beta, eps):
     A = attention(family, n, 6, beta, 2)
-    msgs, _ = lower.grow_inverse(A, eps, max_local=-1)
+    msgs, _ = grow_inverse(A, eps, max_local=-1)
     rest = [i for i in range(n) if i not in set(msgs.tolist())]
     for extra in rest[:3]:
         m = np.r_[msgs, extra]
-        c0 = lower.argmax_cells(A, m)
-        c1, v1 = lower.local_cells(A, m, c0)
+        c0 = argmax_cells(A, m)
+        c1, v1 = local_cells(A, m, c0)
         c2, v2 = ref_local_cells(A, m, c0)
         assert np.array_equal(c1, c2) and v1 == v2
 
@@ -189,17 +194,17 @@ def test_local_cells_equals_the_plain_coordinate_descent(family, n, beta, eps):
 def test_inverse_norm_lower_bounds_are_bounds(seed, m, shift):
     rng = np.random.default_rng(seed)
     T = rng.random((m, m)) ** 4 + shift * np.eye(m)
-    lb, x = lower.inverse_norm_lower(T)
+    lb, x = inverse_norm_lower(T)
     v = ref_inverse_norm(T)
     assert lb <= v * (1 + 1e-9)
     if x is not None:
         assert np.abs(x).max() / np.abs(T @ x).max() <= v * (1 + 1e-9)
-    assert lower.inverse_ok(T, 0.3) == (0.3 * v * (1 + 1e-3) < 1 - 1e-9)
+    assert inverse_ok(T, 0.3) == (0.3 * v * (1 + 1e-3) < 1 - 1e-9)
 
 
 def test_inverse_norm_lower_of_a_singular_matrix():
-    assert lower.inverse_norm_lower(np.ones((40, 40))) == (None, None)
-    assert not lower.inverse_ok(np.ones((40, 40)), 0.1)
+    assert inverse_norm_lower(np.ones((40, 40))) == (None, None)
+    assert not inverse_ok(np.ones((40, 40)), 0.1)
 
 
 # ---------------------------------------------------------------- upper search

@@ -32,8 +32,14 @@ import numpy as np
 from ..certificate import Certificate, Sandwich
 from ..kernel.numerics import max_row_error
 from ..threads import limited
-from . import lower, upper, writer
+from . import upper, writer
+from .basic import frobenius_bound
 from .budget import Budget, BudgetSpent, active, step, tick
+from .lower.candidates import decoding_candidates, one_message
+from .lower.decoding import SAFETY
+from .lower.frobenius import FULL_SVD, frobenius_candidates
+from .lower.messages import far_count, farthest_rows, peaked_rows
+from .lower.pruning import pruned
 
 LAYOUT = {"shared": True}    # content-named sidecars: a certificate's bytes do not depend on its file name
 WORK_PREFIX = ".certkit-work-"   # the searches' temporary folder under a run's --out (sandwich's workdir)
@@ -44,11 +50,11 @@ def lower_candidates(A, e, shared, soft=True):
     Frobenius tails (shared: see certify_lower)."""
     n, N = A.shape
     if "far" not in shared:
-        shared["far"] = lower.farthest_rows(A, lower.far_count(*A.shape))
+        shared["far"] = farthest_rows(A, far_count(*A.shape))
     growth = shared.setdefault("growth", [])
-    cands = [decoding_witness(c) for c in lower.decoding_candidates(
+    cands = [decoding_witness(c) for c in decoding_candidates(
         A, e, growth=growth, far=shared["far"], soft=soft, records=shared.setdefault("records", {}))]
-    for M, rows, cells in lower.frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
+    for M, rows, cells in frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
         wit = {}
         if rows is not None:
             wit["rows"] = (rows, "int")
@@ -60,12 +66,12 @@ def lower_candidates(A, e, shared, soft=True):
 
 def fast_lower_candidates(A, e, shared):
     """[(M, kind, witness)]: the first candidates of the full lower search, cheap to find (the
-    pruning of the peaked rows; the Frobenius tail of A itself up to lower.FULL_SVD entries), for
+    pruning of the peaked rows; the Frobenius tail of A itself up to FULL_SVD entries), for
     the anytime sandwich before the full search."""
     n, N = A.shape
-    cands = [decoding_witness(c) for c in lower.pruned(A, e, lower.peaked_rows(A))[0]]
-    if n * N <= lower.FULL_SVD:
-        M = lower.frobenius_bound(A, e, lower.SAFETY, singular_values(A, shared))
+    cands = [decoding_witness(c) for c in pruned(A, e, peaked_rows(A))[0]]
+    if n * N <= FULL_SVD:
+        M = frobenius_bound(A, e, SAFETY, singular_values(A, shared))
         if M > 0:
             cands.append((M, "lower-frobenius-tail", {}))
     return cands
@@ -73,7 +79,7 @@ def fast_lower_candidates(A, e, shared):
 
 def singular_values(A, shared):
     """A's singular values (eps-free, kept in shared) where the Frobenius tail of A is tried, else None."""
-    if A.shape[0] * A.shape[1] > lower.FULL_SVD:
+    if A.shape[0] * A.shape[1] > FULL_SVD:
         return None
     if "svals" not in shared:
         with step("singular values"):
@@ -82,7 +88,7 @@ def singular_values(A, shared):
 
 
 def decoding_witness(candidate):
-    """(M, kind, witness) of a lower.decoding_candidates entry (kind, M, messages, decoder)."""
+    """(M, kind, witness) of a decoding_candidates entry (kind, M, messages, decoder)."""
     kind, M, msgs, dec = candidate
     return (M, kind, {"messages": (msgs, "int"),
                       **({"decoder": (dec, "float")} if dec.ndim == 2 else {"cells": (dec, "int")})})
@@ -106,8 +112,8 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True):
     """Largest M with a kernel-VERIFIED certificate of  r_eps(A) >= M  among the candidates:
     {"bound", "kind", "file", "verdict" (the kernel's Verdict), "tried"} or None.
     A: h.attention(); shared: a dict kept by the caller across the eps of one A, holding the
-    search's eps-free work (the farthest-row traversal, lower.grow_inverse's growth, A's singular
-    values); soft: passed to lower.decoding_candidates."""
+    search's eps-free work (the farthest-row traversal, grow_inverse's growth, A's singular
+    values); soft: passed to decoding_candidates."""
     shared = {} if shared is None else shared
     return first_verified(lower_candidates(A, float(eps), shared, soft), eps, h, path, prov, layout)
 
@@ -147,7 +153,7 @@ def certify_upper(A, eps, h, inst, path, prov, floor=1, attempts=24, layout=None
 
 def trivial_lower(A, eps, h, path, prov, layout=None):
     """r_eps(A) >= 1 (eps < 1): the full lower search's one-message candidate, checked by the kernel."""
-    return first_verified([decoding_witness(c) for c in lower.one_message(A, float(eps))], eps, h, path, prov, layout)
+    return first_verified([decoding_witness(c) for c in one_message(A, float(eps))], eps, h, path, prov, layout)
 
 
 @limited()

@@ -31,7 +31,8 @@ from certkit.kernel import KINDS  # noqa: E402
 from certkit.kernel.numerics import array, indices, kind_and_claim, read_json  # noqa: E402
 from certkit.kernel.numerics import instance as read_instance  # noqa: E402
 from certkit.numbers import BetaInterval, OverSqrt, numeral  # noqa: E402
-from certkit.search import lower, writer  # noqa: E402
+from certkit.search import writer  # noqa: E402
+from certkit.search.lower.soft import soft_decoder  # noqa: E402
 
 FOLDERS = ("valid", "invalid", "malformed", "unsupported")
 
@@ -305,7 +306,7 @@ def build_valid():
     doc["witness"].pop("cells")
     msg = [int(x) for x in doc["witness"]["messages"]]
     A = float_attention(read_instance(doc, os.path.dirname(made[src])))
-    _, G = lower.soft_decoder(A[msg])
+    _, G = soft_decoder(A[msg])
     doc["witness"]["decoder"] = [[numeral(float(x)) for x in row] for row in G]
     path = os.path.join(out, dst + ".json")
     dump(doc, path)

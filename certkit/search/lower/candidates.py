@@ -1,0 +1,103 @@
+"""The decoding candidates of the lower search, best-first (docs/mathematics.md §8.1, Lemmas 8.1, 8.2).
+
+r_eps(A) >= M when the contraction T_A of M messages and their decoder passes the margin test
+(Lemma 8.1) or eps ||T_A^{-1}||_inf < 1 (Lemma 8.2).  The candidates: one message whose cell holds
+every column (M = 1, margin 1 > eps); the peaked rows and prefixes of the farthest rows, pruned
+(with soft decoders on the sets passed on the way); on small heads the greedy growth, extended by
+soft decoders and retried from other starts where it ends early; on causal and sliding-window
+heads the staircase.  Float tests; the kernel decides each candidate.
+"""
+import numpy as np
+
+from ..budget import tick
+from .decoding import contraction, inverse_ok
+from .growth import grow_inverse
+from .messages import far_count, farthest_rows, peaked_rows
+from .pruning import pruned
+from .soft import soft_extend, soft_prune
+from .staircase import THETAS, staircase
+
+
+def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, records=None):
+    """[(kind, M, messages, decoder)] best-first per kind (float tests; the kernel decides); the
+    decoder is cells (an int vector) or, from soft_extend, an explicit N x M matrix (decoded).
+    growth: see grow_inverse (shared by the calls for several eps on one A); far: the
+    farthest-row traversal farthest_rows(A, far_count(n, N)) when the caller shares it; soft:
+    extend the growth with soft decoders (soft_extend) and, where it ends at few messages, try
+    other starts (other_starts; records: their growth records, shared across eps); False: the
+    search before them, for benchmarks/bench_sandwich.py.
+
+    Starts: the peaked rows and prefixes of the farthest rows, each at most CAP messages, so a
+    start costs O(CAP N) to contract and O(CAP^3) to prune, whatever n."""
+    n, N = A.shape
+    out = one_message(A, eps)
+    far = farthest_rows(A, far_count(n, N)) if far is None else far
+    sizes = sorted({min(m, len(far)) for m in (hi, 2 * (hi or 0), min(n, N), 64) if m})
+    starts = [peaked_rows(A)] + [far[:m] for m in sizes]
+    best_prune = None                                  # (M, start, dropped) of the best inverse-norm set
+    for msgs0 in starts:
+        tick()
+        dropped = []
+        found, M = pruned(A, eps, msgs0, dropped)      # M: the inverse-norm set's size
+        out += found
+        if best_prune is None or M > best_prune[0]:
+            best_prune = (M, msgs0, dropped)
+    if soft and A.shape[1] > 512 and best_prune is not None and best_prune[0] > 1:
+        found = soft_prune(A, eps, best_prune[1], best_prune[2], best_prune[0])
+        if found is not None:
+            out.append(("lower-decoding-inverse-norm", len(found[0]), found[0], found[1]))
+    if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
+        growth = [] if growth is None else growth
+        msgs, cells = grow_inverse(A, eps, growth=growth)
+        if len(msgs) > 1:
+            out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
+        if soft and len(msgs) < min(n, N):
+            msgs, G = soft_extend(A, eps, msgs, growth)
+            if G is not None:
+                out.append(("lower-decoding-inverse-norm", len(msgs), msgs, G))
+        if soft and len(msgs) <= FEW:
+            other = other_starts(A, eps, far[1:1 + STARTS], {} if records is None else records)
+            if other is not None and other[1] > len(msgs):
+                out.append(other)
+    for theta in THETAS:
+        stair = staircase(A, eps, theta)
+        if stair is None:
+            break
+        msgs, cells = stair
+        if len(msgs) > 1 and inverse_ok(contraction(A, msgs, cells), eps):
+            out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
+    out.sort(key=lambda c: -c[1])
+    return out
+
+
+def one_message(A, eps):
+    """[the candidate M = 1] for eps < 1 (else []): the most peaked row as the one message, one
+    cell holding every column (its margin is 1 > eps)."""
+    if eps >= 1:
+        return []
+    peaked = np.array([int(np.argmax(A.max(axis=1)))])
+    return [("lower-decoding-margin", 1, peaked, np.zeros(A.shape[1], dtype=np.int64))]
+
+
+FEW = 4        # a growth that ends at <= FEW messages is retried from other starts
+STARTS = 4     # ... the next STARTS rows of the farthest-row traversal
+
+
+def other_starts(A, eps, starts, records):
+    """The best of the greedy growths (grow_inverse, then soft_extend) from each row in starts:
+    (kind, M, messages, decoder).  On small heads the first row decides a lot: at n = 16, growth
+    from every start reaches the exhaustive decoding bound in 23 of the 32 configurations where
+    the default start falls short (benchmarks/bench_reference.py).  records: start -> growth
+    record, kept by the caller across eps (the growths are eps-free, as in grow_inverse)."""
+    best = None
+    for s in starts:
+        tick()
+        rec = records.setdefault(int(s), [])
+        msgs, dec = grow_inverse(A, eps, growth=rec, start=int(s))
+        if len(msgs) < min(A.shape):
+            more, G = soft_extend(A, eps, msgs, rec)
+            if G is not None:
+                msgs, dec = more, G
+        if best is None or len(msgs) > best[1]:
+            best = ("lower-decoding-inverse-norm", len(msgs), msgs, dec)
+    return best
