@@ -16,6 +16,7 @@ from typing import Any
 
 from .certificate import Certificate, Comparison, LayerComparison, OutputComparison, Sandwich
 from .choices import check
+from .driver import ATTEMPTS, SEED
 from .calibration import EPS, LENGTHS, MODEL, MULTIPLIERS
 from .head import Head
 from .kernel import DEFAULT_ROUTE, Verdict
@@ -48,8 +49,8 @@ def needs(extra: str, what: str) -> Iterator[None]:
 
 
 @limited()
-def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str] = PEER_NAMES, seed: int = 0,
-            attempts: int = 24, budget: float | None = None) -> Sandwich | list[Sandwich]:
+def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str] = PEER_NAMES, seed: int = SEED,
+            attempts: int = ATTEMPTS, budget: float | None = None) -> Sandwich | list[Sandwich]:
     """Certified sandwich lower <= r_eps(A) <= upper for a Head at one eps (a list of eps gives
     a list of Sandwiches).  The lower search (decoding contractions, Frobenius tail) runs first,
     then the upper search (truncated SVD, LP row fits, joint l1 refinement) stops where it meets

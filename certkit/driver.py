@@ -30,6 +30,11 @@ from .provenance import portable_path, producer, producer_line, wheel_source
 from .search import writer
 
 
+SEED = 0           # the seed of the random peers (Performer, Linformer)
+ATTEMPTS = 24      # refinement steps of the upper search
+# certkit.certify and `certkit certify` alike: these, every peer (PEER_NAMES) and no budget
+
+
 class CertifyError(UserError):
     """Bad input to certify (a message naming the argument/file/value)."""
 
@@ -73,7 +78,7 @@ def parse_synthetic(spec):
 
 # ---------------------------------------------------------------- one head
 
-def sandwiches(head, eps_list, peers=PEER_NAMES, seed=0, attempts=24, provenance=None, progress=None, budget=None,
+def sandwiches(head, eps_list, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, provenance=None, progress=None, budget=None,
                workdir=None):
     """The certified Sandwich of head at each eps of eps_list, one at a time (an iterator, each
     computed when it is asked for): the sandwich engine (certkit.search.sandwich.sandwich) with A,
@@ -111,7 +116,7 @@ def sandwich_files(A, eps, head, inst, stem, provenance, layout=None, shared=Non
     return lo, up
 
 
-def certify_head(head, eps_list, out_dir, peers=PEER_NAMES, seed=0, attempts=24, provenance=None, progress=None,
+def certify_head(head, eps_list, out_dir, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, provenance=None, progress=None,
                  budget=None):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
     progress: None or a callable taking a short text (the search stages, for a status line).
@@ -225,7 +230,7 @@ def write_summary(rows, out_dir, peers):
 
 # ---------------------------------------------------------------- runs
 
-def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=0, attempts=24, budget=None, wait=False, status=None,
+def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, budget=None, wait=False, status=None,
                   finished=None):
     """Certify heads (head files, synthetic heads) at each eps into the folder out, its lock held
     (certkit.outputs.FolderLock; wait: wait for another run writing there, else refuse) and what a
@@ -276,8 +281,8 @@ def rerun_command(args, meta):
                                  ("--length", args.length, None), ("--window", args.window, 0),
                                  ("--layers", args.model_layers, "all"), ("--heads", args.model_heads, "all"),
                                  ("--multipliers", ",".join(meta["multipliers"]), "1"), ("--eps", ",".join(meta["eps"]), None),
-                                 ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, 0),
-                                 ("--attempts", args.attempts, 24),
+                                 ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, SEED),
+                                 ("--attempts", args.attempts, ATTEMPTS),
                                  ("--budget", seconds_text(meta.get("budget")), None), ("--workers", args.workers, 1),
                                  ("--out", None if args.out is None else portable_path(args.out), None)):
         if value is not None and value != default:

@@ -105,6 +105,18 @@ def write_json(path, obj, indent=1):
     return write_atomic(path, json.dumps(obj, indent=indent) + "\n")
 
 
+def write_rows(path, rows, fields):
+    """rows (dicts) as CSV at path (write_atomic): a header of fields, then one line per row (keys
+    not in fields left out, a missing one an empty cell)."""
+    import csv
+    import io
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, buf.getvalue())
+
+
 class FolderLock:
     """The lock of an output folder (see the module docstring).  acquire() creates the folder's lock
     file and takes the lock, or raises OutputError naming `what` and the folder when another run

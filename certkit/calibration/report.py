@@ -7,8 +7,6 @@ bridge and, when the rows have it, the bias-aware one; the share of full-dimensi
 with r_SVD_int < r_exact under the stated definitions; the sandwiches; the attention-sink mass.
 No scipy: the ranks and the bootstrap are vectorised numpy (a few seconds for ~7,500 rows).
 figures(rows, curves, out): one figure per question, PNG + PDF + SVG (docs/report.md)."""
-import csv
-import io
 import json
 import os
 import warnings
@@ -18,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..figures import fmt
-from ..outputs import write_atomic as write_text
+from ..outputs import write_atomic as write_text, write_rows
 from .configs import collect, group_path, write_atomic
 
 PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstruction": 1.57e-6, "heads": 84}
@@ -725,12 +723,7 @@ def write_summary(out, with_plots=True):
     finished configs; returns (rows, statistics)."""
     meta, rows, curves = load(out)
     s = statistics(rows)
-    fields = csv_fields(rows)
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    write_text(os.path.join(out, "results.csv"), buf.getvalue())
+    write_rows(os.path.join(out, "results.csv"), rows, csv_fields(rows))
     write_atomic(os.path.join(out, "results.json"), {"meta": meta, "statistics": s, "rows": rows})
     write_text(os.path.join(out, "SUMMARY.md"), summary_markdown(meta, s, rows))
     if with_plots and rows:

@@ -7,8 +7,8 @@ import sys
 import time
 
 from .. import synthetic
-from ..driver import (PEER_LEGEND, CertifyError, budget_note, certify_heads, certify_model, methods_text,
-                      parse_synthetic, sandwich_text)
+from ..driver import (ATTEMPTS, PEER_LEGEND, SEED, CertifyError, budget_note, certify_heads, certify_model,
+                      methods_text, parse_synthetic, sandwich_text)
 from ..head import Head
 from ..numbers import PEER_NAMES, brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers
 
@@ -27,8 +27,9 @@ def add_arguments(p):
                    help="output folder (default data/certify; with --model data/certify/<model>)")
     p.add_argument("--peers", default=",".join(PEER_NAMES),
                    help="comma-separated peers to compare (svd, nystrom, performer, linformer) or 'none'")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random peers (default 0)")
-    p.add_argument("--attempts", type=int, default=24, help="refinement steps of the upper search (default 24)")
+    p.add_argument("--seed", type=int, default=SEED, help=f"seed of the random peers (default {SEED})")
+    p.add_argument("--attempts", type=int, default=ATTEMPTS,
+                   help=f"refinement steps of the upper search (default {ATTEMPTS})")
     p.add_argument("--budget", metavar="SECONDS", default=None,
                    help="time for each head at each eps, its peers included (anytime certification): a valid "
                         "sandwich first (r >= 1, the trivial r <= min(n, N)), then a fast lower bound and the "

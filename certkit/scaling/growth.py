@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..numbers import tag
-from ..outputs import write_atomic
+from ..outputs import write_atomic, write_rows
 from ..search import writer
 
 DEFAULT_HEADS = "l7-h1,l1-h2,l18-h8,l11-h6,l28-h2,l29-h1"
@@ -71,9 +71,9 @@ def task(t, say=None):
     budget) into t["folder"], then its rows (with the run's settings, so a rerun reads them back only
     for the same model, text and eps; and, if the budget stopped it, the same budget).  say: None or
     a callable taking a short text (the search stages, for the status line of a serial run)."""
-    from ..driver import certificate_provenance, certify_head
+    from ..driver import ATTEMPTS, SEED, certificate_provenance, certify_head
     h = t["head"]
-    rows = certify_head(h, [t["eps"]], t["folder"], (), 0, 24, certificate_provenance(h), progress=say,
+    rows = certify_head(h, [t["eps"]], t["folder"], (), SEED, ATTEMPTS, certificate_provenance(h), progress=say,
                         budget=t.get("budget"))
     p = h.provenance
     out = [{"head": f"l{p['layer']}-h{p['head']}", "layer": p["layer"], "head_index": p["head"], "n": h.n,
@@ -405,13 +405,7 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
     writer.ensure_folder(out, "--out")
     rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
     fits = laws(rows)
-    import csv
-    import io
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    write_atomic(os.path.join(out, "causal-real.csv"), buf.getvalue())
+    write_rows(os.path.join(out, "causal-real.csv"), rows, FIELDS)
     write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
     if plots:
         plot(rows, fits, eps, os.path.join(out, "causal-real.png"), info["name"])
