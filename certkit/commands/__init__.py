@@ -1,4 +1,6 @@
-"""One module per command of the command line: its arguments (add_arguments), its run(args) and
-the orchestration it needs; the public Python API (certkit.api) calls their computations with
-objects in memory.  certify: certified sandwiches; scale: the scaling laws; calibrate: the
-real-model grid; audit: the chain by five routes; tables: certified constants."""
+"""One module per command of the command line, on top of the library: its arguments
+(add_arguments) and its run(args), which makes one call of the library below and renders what it
+returns.  certkit/cli.py alone imports them, and no command imports another (tests/test_layout.py);
+the public Python API (certkit.api) calls the same library: certify over certkit.driver, scale over
+certkit.scaling, calibrate over certkit.calibration, audit over certkit.auditing, tables over
+certkit.symbolic.tables."""
