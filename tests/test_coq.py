@@ -38,6 +38,7 @@ MAIN_THEOREMS = {
     "Decode": ["contraction", "margin_perturb", "decode_margin", "decode_margin_rule", "inverse_norm_rank",
                "approx_inverse", "residual_perturb", "inverse_norm_rule", "varah"],
     "FpSum": ["sum_error", "rec_sum_error", "sum_nonneg_up"],
+    "FpInflate": ["formula_bound", "inflate_final", "inflate_sound"],
 }
 
 FORBIDDEN = re.compile(r"\b(Admitted|admit|Admit|Axiom|Axioms|Parameter|Parameters|Conjecture)\b")
