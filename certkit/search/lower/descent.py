@@ -68,48 +68,7 @@ def local_cells(A, msgs, cells, sweeps=2):
             base = T.copy()
             if old >= 0:
                 base[:, old] -= col
-            bs = np.array([b for b in range(-1, M) if b != old], dtype=np.int64)
-
-            def exact(b):
-                T2 = base.copy()
-                if b >= 0:
-                    T2[:, b] += col
-                Xb = inverse_or_none(T2)
-                inverses[b] = Xb
-                return np.inf if Xb is None else float(np.abs(Xb).sum(axis=1).max())
-
-            inverses = {}
-
-            best_v, best_b = cur, old
-            if X is not None and np.isfinite(cur):
-                u = X @ col
-                Xe = np.vstack([X, np.zeros((1, M))])          # row -1: e_{-1} = 0
-                ue = np.r_[u, 0.0]
-                w = Xe[bs] - Xe[old]
-                den = 1 + ue[bs] - ue[old]
-                safe = np.abs(den) > 1e-8 * (1 + np.abs(ue[bs]) + abs(ue[old]))
-                scale = np.where(safe, 1 / np.where(safe, den, 1), 0)
-                with np.errstate(over="ignore", invalid="ignore"):
-                    lb = _row_norm_bounds(X, _top_rows(X, u), u, scale, w)
-                lb = np.where(safe & np.isfinite(lb), lb, 0.0)
-                need = np.flatnonzero(lb < cur * (1 - 1e-12))
-                if need.size:
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        est = _row_norm_bounds(X, np.arange(M), u, scale[need], w[need])
-                    est = np.where(safe[need] & np.isfinite(est), est, np.nan)
-                    for t, b in enumerate(bs[need].tolist()):
-                        v = est[t] if np.isfinite(est[t]) else exact(b)
-                        if v < best_v * (1 - 1e-12):
-                            best_v, best_b = v, b
-                    if best_b != old:
-                        best_v = exact(best_b)
-                        if not best_v < cur * (1 - 1e-12):
-                            best_v, best_b = cur, old
-            else:
-                for b in bs.tolist():
-                    v = exact(b)
-                    if v < best_v * (1 - 1e-12):
-                        best_v, best_b = v, b
+            best_v, best_b, Xb = _best_move(X, base, col, old, cur)
             if best_b != old:
                 cells[j - 1], T, cur, improved = best_b, base, best_v, True
                 if best_b >= 0:
@@ -117,10 +76,72 @@ def local_cells(A, msgs, cells, sweeps=2):
                     size[best_b] += 1
                 if old >= 0:
                     size[old] -= 1
-                X, todo, block = inverses[best_b], None, 8      # = inv(T): T is built as T2 was
+                X, todo, block = Xb, None, 8      # = inv(T): T is built as T2 was
         if not improved:
             break
     return cells, cur
+
+
+def _best_move(X, base, col, old, cur):
+    """(value, cell, inverse) of the best move of one column (values col, in cell `old`) for
+    local_cells, T without the column being base: the moves to every other cell b (or to none, -1)
+    are bounded and valued from X = T^{-1} (_bounded_moves) when X is known and cur finite, else
+    each by a fresh inverse; (cur, old, None) when no move beats cur by a factor 1 - 1e-12, else
+    the inverse of the chosen T (a fresh one)."""
+    M = base.shape[0]
+    bs = np.array([b for b in range(-1, M) if b != old], dtype=np.int64)
+    inverses = {}
+
+    def exact(b):
+        T2 = base.copy()
+        if b >= 0:
+            T2[:, b] += col
+        Xb = inverse_or_none(T2)
+        inverses[b] = Xb
+        return np.inf if Xb is None else float(np.abs(Xb).sum(axis=1).max())
+
+    best_v, best_b = cur, old
+    if X is not None and np.isfinite(cur):
+        best_v, best_b = _bounded_moves(X, col, old, bs, cur, exact)
+    else:
+        for b in bs.tolist():
+            v = exact(b)
+            if v < best_v * (1 - 1e-12):
+                best_v, best_b = v, b
+    return best_v, best_b, (inverses[best_b] if best_b != old else None)
+
+
+def _bounded_moves(X, col, old, bs, cur, exact):
+    """(value, cell) of the best move among bs by Sherman-Morrison from X = T^{-1}: rows of the
+    new inverse bound each move from below (_top_rows), the moves left are valued from all rows
+    (exact(b), a fresh inverse, where that value is not finite), scanned in order; the chosen move
+    is re-valued by exact and kept only if it still beats cur.  (cur, old): no move."""
+    M = X.shape[0]
+    best_v, best_b = cur, old
+    u = X @ col
+    Xe = np.vstack([X, np.zeros((1, M))])          # row -1: e_{-1} = 0
+    ue = np.r_[u, 0.0]
+    w = Xe[bs] - Xe[old]
+    den = 1 + ue[bs] - ue[old]
+    safe = np.abs(den) > 1e-8 * (1 + np.abs(ue[bs]) + abs(ue[old]))
+    scale = np.where(safe, 1 / np.where(safe, den, 1), 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lb = _row_norm_bounds(X, _top_rows(X, u), u, scale, w)
+    lb = np.where(safe & np.isfinite(lb), lb, 0.0)
+    need = np.flatnonzero(lb < cur * (1 - 1e-12))
+    if need.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            est = _row_norm_bounds(X, np.arange(M), u, scale[need], w[need])
+        est = np.where(safe[need] & np.isfinite(est), est, np.nan)
+        for t, b in enumerate(bs[need].tolist()):
+            v = est[t] if np.isfinite(est[t]) else exact(b)
+            if v < best_v * (1 - 1e-12):
+                best_v, best_b = v, b
+        if best_b != old:
+            best_v = exact(best_b)
+            if not best_v < cur * (1 - 1e-12):
+                best_v, best_b = cur, old
+    return best_v, best_b
 
 
 def _columns_to_try(X, cols, olds, size, cur):
