@@ -78,54 +78,87 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
     held beyond A and its float32 copy)."""
     n, k = C.shape
     N = G.shape[1]
-    target = None if eps is None else eps * (1 - SAFETY)
-    scale = max(float(A.max()), -float(A.min()), 1e-300)       # max |A_ij|, without an n x N temporary
-    d2 = np.float32((delta * scale) ** 2)
-    A32 = A.astype(np.float32)
-    calls = [0]
-    best = [np.inf]                              # best float max row error so far
     checks = dict(early)
     checks[check_at] = min(checks.get(check_at, np.inf), hopeless)
-    step = n if n * N <= LARGE else max(1, BLOCK // N)
-    blocks = [slice(s, s + step) for s in range(0, n, step)]
+    f = _Objective(A, k, eps, p, delta, checks, budget, rescue_at, outcome)
+    x0 = np.concatenate([C.ravel(), G.ravel()]).astype(np.float32)
+    try:
+        x = lbfgs(f, x0, iters, m=memory, dtype=np.float32)
+    except _Stop as r:
+        x = r.x
+    x = x.astype(np.float64)
+    return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
 
-    def residual(Cx, Gx, b):
+
+class _Objective:
+    """refine's objective on x = (C, G) flattened: f(x) -> (F, g), F = m (sum_i (e_i / m)^p)^(1/p) the
+    smoothed p-norm of the row errors e_i = sum_j sqrt(R_ij^2 + delta'^2) (R = C G - A, m = max_i
+    e_i) and g its gradient, in float32 and row blocks.  Each evaluation first takes the stopping
+    test (stop); _Stop(x) ends the L-BFGS run."""
+
+    def __init__(self, A, k, eps, p, delta, checks, budget, rescue_at, outcome):
+        n, N = A.shape
+        self.A, self.n, self.k, self.N, self.eps, self.p = A, n, k, N, eps, p
+        self.target = None if eps is None else eps * (1 - SAFETY)
+        scale = max(float(A.max()), -float(A.min()), 1e-300)       # max |A_ij|, without an n x N temporary
+        self.d2 = np.float32((delta * scale) ** 2)
+        self.A32 = A.astype(np.float32)
+        self.calls = 0
+        self.best = np.inf                           # best float max row error so far
+        self.checks, self.budget, self.rescue_at, self.outcome = checks, budget, rescue_at, outcome
+        rows = n if n * N <= LARGE else max(1, BLOCK // N)
+        self.blocks = [slice(s, s + rows) for s in range(0, n, rows)]
+
+    def residual(self, Cx, Gx, b):
         R = Cx[b] @ Gx
-        R -= A32[b]
+        R -= self.A32[b]
         return R
 
-    def f(x):
+    def __call__(self, x):
+        n, k, N = self.n, self.k, self.N
         x32 = x.astype(np.float32, copy=False)
         Cx, Gx = x32[:n * k].reshape(n, k), x32[n * k:].reshape(k, N)
-        calls[0] += 1
-        if budget is not None:
-            budget[0] -= 1
+        self.calls += 1
+        if self.budget is not None:
+            self.budget[0] -= 1
         abs_rows, e = np.empty(n), np.empty(n)
-        for b in blocks:
-            R = residual(Cx, Gx, b)
+        for b in self.blocks:
+            R = self.residual(Cx, Gx, b)
             S = np.abs(R)
             abs_rows[b] = S.sum(axis=1, dtype=np.float64)
             np.multiply(R, R, out=S)
-            S += d2
+            S += self.d2
             np.sqrt(S, out=S)
             e[b] = S.sum(axis=1, dtype=np.float64)
-        if target is not None:
-            worst = float(abs_rows.max())
-            if worst <= target * (1 + 1e-4):         # decide in float64
-                worst = float(factor_row_errors(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)).max())
-            best[0] = min(best[0], worst)
-            c = calls[0]
-            gave_up = c in checks and best[0] > checks[c] * target
-            if gave_up and outcome is not None:
-                outcome["gave_up"] = best[0] / target
-            if worst <= target or gave_up:
-                raise _Stop(x.copy())
-            if c in rescue_at and worst <= RESCUE_NEAR * target:   # a near miss: refit its few worst rows
-                C1 = lp_rescue(A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N), eps)
-                if C1 is not None:
-                    raise _Stop(np.concatenate([C1.ravel(), x[n * k:]]))
-        if budget is not None and budget[0] <= 0:
+        if self.target is not None:
+            self.stop(x, abs_rows)
+        if self.budget is not None and self.budget[0] <= 0:
             raise _Stop(x.copy())
+        return self.value_and_gradient(x, Cx, Gx, e, R, S)
+
+    def stop(self, x, abs_rows):
+        """Raise _Stop when the float64 max row error meets the target, when a check gives up, or
+        when a near miss at an evaluation in rescue_at is brought within target by lp_rescue."""
+        n, k, N, target = self.n, self.k, self.N, self.target
+        worst = float(abs_rows.max())
+        if worst <= target * (1 + 1e-4):         # decide in float64
+            worst = float(factor_row_errors(self.A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)).max())
+        self.best = min(self.best, worst)
+        c = self.calls
+        gave_up = c in self.checks and self.best > self.checks[c] * target
+        if gave_up and self.outcome is not None:
+            self.outcome["gave_up"] = self.best / target
+        if worst <= target or gave_up:
+            raise _Stop(x.copy())
+        if c in self.rescue_at and worst <= RESCUE_NEAR * target:   # a near miss: refit its few worst rows
+            C1 = lp_rescue(self.A, x[:n * k].reshape(n, k), x[n * k:].reshape(k, N), self.eps)
+            if C1 is not None:
+                raise _Stop(np.concatenate([C1.ravel(), x[n * k:]]))
+
+    def value_and_gradient(self, x, Cx, Gx, e, R, S):
+        """(F, g) from the row errors e; R, S: the last block's residual and sqrt buffer (reused
+        when there is one block, recomputed per block otherwise)."""
+        n, k, p, blocks = self.n, self.k, self.p, self.blocks
         m = e.max()
         r = e / m
         w = r ** p
@@ -137,9 +170,9 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
         gC, gG = g[:n * k].reshape(n, k), None
         for b in blocks:                                          # one block: R, S from above
             if len(blocks) > 1:
-                R = residual(Cx, Gx, b)
+                R = self.residual(Cx, Gx, b)
                 S = np.multiply(R, R)
-                S += d2
+                S += self.d2
                 np.sqrt(S, out=S)
             np.divide(R, S, out=S)
             S *= ge[b][:, None]
@@ -148,14 +181,6 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
             gG = part if gG is None else gG + part
         g[n * k:] = gG.ravel()
         return F, g
-
-    x0 = np.concatenate([C.ravel(), G.ravel()]).astype(np.float32)
-    try:
-        x = lbfgs(f, x0, iters, m=memory, dtype=np.float32)
-    except _Stop as r:
-        x = r.x
-    x = x.astype(np.float64)
-    return x[:n * k].reshape(n, k), x[n * k:].reshape(k, N)
 
 
 def lbfgs(f, x, iters, m=10, dtype=np.float64):
