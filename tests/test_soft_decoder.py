@@ -1,4 +1,4 @@
-"""Soft decoders for the inverse-norm rule (certkit/search/lower.py: soft_decoder, soft_extend).
+"""Soft decoders for the inverse-norm rule (certkit/search/lower/soft.py: soft_decoder, soft_extend).
 
 The mathematics (docs/mathematics.md §8.1, proofs/decode-inverse-norm.md (L6)): over decoders G
 with row l1 norms <= 1, the smallest ||(A_S G)^{-1}||_inf is the LP value
