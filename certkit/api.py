@@ -19,7 +19,7 @@ from .choices import check
 from .driver import ATTEMPTS, SEED
 from .calibration import EPS, LENGTHS, MODEL, MULTIPLIERS
 from .head import Head
-from .kernel import DEFAULT_ROUTE, Verdict
+from .kernel import DEFAULT_ROUTE, ROUTES, Verdict
 from .errors import UserError
 from .numbers import (PEER_NAMES, parse_budget, parse_distance, parse_eps, parse_eps_list, parse_jobs, parse_output_eps,
                       parse_peers, parse_time_limit)
@@ -171,6 +171,8 @@ def verify(target: Target | list[Any] | tuple[Any, ...], route: str = DEFAULT_RO
     list keeps the sorted order; a script then needs the `if __name__ == "__main__":` guard of
     Python's "spawn" start method)."""
     time_limit, jobs = parse_time_limit(time_limit), parse_jobs(jobs)
+    if route not in ROUTES:                 # the kernel's check() raises a ValueError: name the argument instead
+        raise UserError(f"verify: route must be one of {', '.join(ROUTES)}, got {route!r:.60}")
     if isinstance(target, Certificate):
         with tempfile.TemporaryDirectory(prefix="certkit-") as tmp:
             return check(target.save(os.path.join(tmp, "certificate.json")), route, time_limit)

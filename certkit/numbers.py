@@ -174,7 +174,7 @@ def parse_time_limit(x: object, what: str = "time_limit") -> float | None:
 
 def parse_jobs(x: object, what: str = "jobs") -> int:
     """A number of worker processes, an integer in [1, MAX_JOBS] (CLI and API alike)."""
-    if isinstance(x, bool) or not isinstance(x, (int, str)) or not str(x).strip().isdigit():
+    if isinstance(x, bool) or not isinstance(x, (int, str)) or not str(x).strip().isdecimal():   # "²" isdigit, int() refuses it
         raise UserError(f"{what}: expected a positive integer, got {x!r:.60}")
     n = int(x)
     if not 1 <= n <= MAX_JOBS:

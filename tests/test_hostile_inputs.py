@@ -182,6 +182,19 @@ def test_the_api_validates_as_the_command_line_does():
         certkit.compare(h, "window:w=11111111111111111111")
 
 
+def test_api_arguments_found_by_the_fuzzer_raise_a_user_error():
+    """tests/test_fuzz_inputs.py found: verify(route="x") raised the kernel's ValueError, and
+    verify(jobs="\u00b2") passed str.isdigit() then failed int() with a ValueError (exit 4 on the CLI)."""
+    import certkit
+    with pytest.raises(certkit.UserError, match="route must be one of auto, fast, arb, got 'x'"):
+        certkit.verify(str(CERT), route="x")
+    for bad in ("\u00b2", "\u2460"):                                  # superscript two, circled one: digits, not decimals
+        with pytest.raises(certkit.UserError, match="jobs: expected a positive integer"):
+            certkit.verify(str(CERT), jobs=bad)
+    r = run("verify", "--jobs", "\u00b2", CERT)
+    assert r.returncode == 64 and "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("beta", ["1/3", "2/7", "1/sqrt(7)"])
 def test_a_non_dyadic_beta_is_enclosed_at_the_working_precision(tmp_path, beta):
     """beta = 1/3 used to be enclosed once at 53 bits, so no Arb precision could resolve a true claim
