@@ -205,7 +205,12 @@ class OverSqrt:
     D: Fraction
 
     def __float__(self) -> float:
-        return float(self.c) / float(self.D) ** 0.5
+        """The float nearest c / sqrt(D) (to about an ulp), for c and D of any size: no OverflowError where
+        float(D) overflows (D = 10^1500 gives 1e-750, that is 0.0)."""
+        import flint
+        with flint.ctx.workprec(80):
+            c, D = (flint.arb(v.numerator) / v.denominator for v in (self.c, self.D))
+            return float((c / D.sqrt()).mid())
 
     def __str__(self) -> str:
         return f"{self.c}/sqrt({self.D})"

@@ -501,3 +501,37 @@ def test_kill_9_of_a_model_run_with_workers_leaves_nothing_in_tmpdir(llama_folde
     from certkit.search.sandwich import WORK_PREFIX, remove_stale_work     # what the next run into --out clears
     remove_stale_work(str(out))
     assert not [f for f in out.iterdir() if f.name.startswith(WORK_PREFIX)]
+
+
+def test_a_weight_index_nested_past_pythons_stack_is_refused(bert_folder, tmp_path):
+    from certkit.models.files import ModelError, check_weights
+    m = copy_with(bert_folder, tmp_path / "m")
+    (m / "model.safetensors.index.json").write_text("[" * 200000 + "]" * 200000)
+    with pytest.raises(ModelError, match="nested deeper|index"):
+        check_weights(str(m))
+
+
+@pytest.mark.parametrize("option, value", [("--layers", "0-100000000"), ("--heads", "0-99999999999999999999")])
+def test_huge_layer_or_head_ranges_are_refused_before_they_are_expanded(bert_folder, tmp_path, option, value):
+    """They took 38 s and 4.75 GB before failing: ranges are checked against the model's shape first."""
+    import time
+    (tmp_path / "t.txt").write_text("a b c d e f g h i j k l")
+    t = time.perf_counter()
+    r = run("certify", "--model", bert_folder, "--tokens", tmp_path / "t.txt", "--length", "8", option, value,
+            "--eps", "1/4", "--peers", "none", "--out", tmp_path / "out")
+    assert r.returncode == 64 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert option in r.stderr.strip().splitlines()[-1] and time.perf_counter() - t < 60
+
+
+def test_the_api_takes_a_beta_of_any_size_and_refuses_a_head_too_large_to_hold(tmp_path):
+    """beta = 1/sqrt(<1500 nines>) raised OverflowError in float(); a 200000 x 1 head asked for 298 GiB."""
+    import numpy as np
+    import certkit
+    h = certkit.Head.from_arrays(np.eye(3), np.eye(3), beta="1/sqrt(" + "9" * 1500 + ")")
+    assert h.beta_float == 0.0 and certkit.certify(h, "1/4", peers=()).upper.bound == 1      # A is uniform
+    with pytest.raises(certkit.UserError, match="2\\^28"):
+        certkit.certify(certkit.Head.from_arrays(np.zeros((200000, 1)), np.zeros((200000, 1)), beta=1), "1/4",
+                        peers=())
+    r = run("certify", "--synthetic", "gaussian:n=8,d=2", "--beta", "1/sqrt(" + "9" * 1500 + ")", "--eps", "1/4",
+            "--peers", "none", "--out", tmp_path / "out")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
