@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
+from numbers import Integral
 from typing import Any
 
 from .certificate import Certificate, Comparison, LayerComparison, OutputComparison, Sandwich
@@ -77,6 +78,9 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
     if not isinstance(head, Head):
         raise TypeError(f"certify: expected a certkit.Head, got {type(head).__name__} (use Head.from_arrays)")
     seconds, peers = parse_budget(budget), parse_peers(peers)
+    for name, value in (("seed", seed), ("attempts", attempts)):       # as --seed and --attempts (type=int)
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            raise UserError(f"certify: {name} must be an integer, got {value!r:.60}")
     if isinstance(eps, (list, tuple)):
         return list(sandwiches(head, parse_eps_list(eps), peers, seed, attempts, budget=seconds))
     return next(sandwiches(head, [parse_eps(eps)], peers, seed, attempts, budget=seconds))

@@ -903,6 +903,7 @@ api_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 7
                         st.floats(), st.sampled_from(NUMERALS), st.text(max_size=8),
                         st.builds(Fraction, st.integers(-100, 100), st.integers(1, 100)))
 api_values = st.one_of(api_scalars, st.lists(api_scalars, max_size=3))
+VALID_EPS = st.sampled_from(["1/4", "1/2", 0.25, Fraction(1, 3), ["1/4", "1/2"]])   # past parsing, into the searches
 matrices = st.one_of(
     st.integers(0, 4).flatmap(lambda r: st.integers(0, 3).flatmap(lambda c: st.lists(
         st.lists(st.one_of(st.floats(), st.integers(-(1 << 70), 1 << 70)), min_size=c, max_size=c), min_size=r, max_size=r))),
@@ -919,13 +920,14 @@ api_cases = st.one_of(
         {"queries": matrices, "keys": matrices, "beta": api_values},
         optional={"weights": st.one_of(api_values, matrices), "bias": matrices, "name": api_values})),
     st.tuples(st.just("certify"), st.fixed_dictionaries(
-        {"eps": api_values},
+        {"eps": st.one_of(VALID_EPS, api_values)},
         optional={"peers": st.one_of(api_values, st.lists(st.sampled_from(["svd", "nystrom", "evil", "", "none"]), max_size=3)),
                   "seed": api_scalars, "attempts": st.one_of(st.integers(-2, 4), api_scalars), "budget": api_scalars})),
     st.tuples(st.just("compare"), st.fixed_dictionaries(
         {"replacement": st.sampled_from(["lowrank:k=1", "lowrank:k=0", "quant:int8", "quant:int0", "evict:keep=0-3",
                                          "topk:k=2", "window:w=2", "kv:q4_0", "bogus", "", "lowrank:k=1,2"])},
-        optional={"eps": api_values, "norm": api_values, "relative": api_values})),
+        optional={"eps": st.one_of(VALID_EPS, api_values), "norm": st.one_of(st.sampled_from(["2", "inf"]), api_values),
+                  "relative": api_values})),
     st.tuples(st.just("verify"), st.fixed_dictionaries(
         {"target": st.sampled_from([str(GOLDEN / "perm-n32-margin.json"), str(GOLDEN / "gauss-n40-sidecar-factor.json"),
                                     "in", "nonexistent.json", "", str(GOLDEN / "gauss-n40-sidecar-factor.U.npy")])},

@@ -195,6 +195,18 @@ def test_api_arguments_found_by_the_fuzzer_raise_a_user_error():
     assert r.returncode == 64 and "Traceback" not in r.stderr, r.stderr
 
 
+def test_certify_seed_and_attempts_must_be_integers_as_on_the_command_line():
+    """Found by tests/test_fuzz_inputs.py: certify(h, "1/4", seed=1.5) (or "x") reached numpy's
+    SeedSequence in the random peers and raised TypeError; --seed and --attempts are type=int."""
+    import numpy as np
+    import certkit
+    h = certkit.Head.from_arrays(np.eye(3), np.eye(3), beta=1)
+    for name, bad in (("seed", 1.5), ("seed", "x"), ("attempts", 2.5), ("attempts", None)):
+        with pytest.raises(certkit.UserError, match=f"certify: {name} must be an integer"):
+            certkit.certify(h, "1/4", **{name: bad})
+    assert certkit.certify(h, "1/4", peers=["nystrom"], seed=np.int64(3)).upper.verdict.status == "VERIFIED"
+
+
 @pytest.mark.parametrize("beta", ["1/3", "2/7", "1/sqrt(7)"])
 def test_a_non_dyadic_beta_is_enclosed_at_the_working_precision(tmp_path, beta):
     """beta = 1/3 used to be enclosed once at 53 bits, so no Arb precision could resolve a true claim
