@@ -245,3 +245,19 @@ def test_a_serial_run_on_a_terminal_shows_each_points_search_stages(tmp_path, mo
     said.clear()
     growth.points(decoder, [(1, 3)], [12, 16], Fraction(1, 4), str(tmp_path / "q"), progress=False)
     assert said == {12: [], 16: []}                      # no callback: nothing reported
+
+
+def test_the_scratch_a_killed_run_left_in_a_point_folder_is_cleared(tmp_path, capsys, decoder):
+    """certify's searches keep their scratch under the point's folder (.certkit-work-*); a run killed with kill -9
+    leaves it there, and the next run into that --out (holding its lock) removes it."""
+    args = scale_args(decoder, tmp_path / "o", heads="l0-h1", lengths="8,12,16")
+    assert main(args) == 0, capsys.readouterr().err
+    points = [p for p in (tmp_path / "o").rglob("n12") if p.is_dir()]
+    assert len(points) == 1
+    for f in points[0].iterdir():                   # the point is certified again
+        f.unlink() if f.is_file() else None
+    stale = points[0] / ".certkit-work-abc123"
+    stale.mkdir()
+    (stale / "upper.json").write_text("{}")
+    assert main(args) == 0, capsys.readouterr().err
+    assert not stale.exists()

@@ -181,6 +181,9 @@ def points(model, heads, lengths, eps, out, workers=1, scheduler=None, progress=
         del emdl, enc
         done, todo = done + more, todo + etodo
         keys += [(einfo["name"], l, h) for l, h in eheads]
+    from ..search.sandwich import remove_stale_work
+    for folder in sorted({t["folder"] for t in todo}):          # what a run killed with kill -9 left there
+        remove_stale_work(folder)
     from tqdm import tqdm
     with tqdm(total=len(todo), desc=f"causal growth law ({info['name']})", unit="point", disable=not progress) as bar:
         if progress and workers <= 1 and scheduler is None:     # one process: each point's search stages on the bar
@@ -402,8 +405,10 @@ def plot(rows, fits, eps, path, decoder=None):
 def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, command="", budget=None, encoder=None):
     """Compute (or resume) the points, write causal-real.{md,csv} and the plot; returns (rows, fits).
     budget: None or seconds per point; encoder: None or (spec, heads), the encoder series."""
+    from ..outputs import FolderLock
     writer.ensure_folder(out, "--out")
-    rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
+    with FolderLock(out, "--out"):       # one run per folder: then the scratch a killed run left can go
+        rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
     fits = laws(rows)
     write_rows(os.path.join(out, "causal-real.csv"), rows, FIELDS)
     write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
