@@ -44,6 +44,12 @@ def producer_line(p: dict | None) -> str:
     return f"certkit {p.get('certkit')}{where}, {p.get('checker')}; {libs}"
 
 
+def with_producer(markdown: str, p: dict | None) -> str:
+    """A summary's markdown with the line 'Produced by <producer_line(p)>.' after its title (its first line)."""
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\nProduced by {producer_line(p)}.\n{rest}"
+
+
 def portable_path(path: str) -> str:
     """path as a reader can use it: relative to the working folder when inside it, else as given if relative,
     else its file name only (an absolute path names the producing machine)."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..figures import fmt
 from ..outputs import write_atomic as write_text, write_rows
+from ..provenance import with_producer
 from .configs import collect, group_path, write_atomic
 
 PAPER = {"spearman": "0.574 / 0.606", "share_svd_below_exact": 0.419, "reconstruction": 1.57e-6, "heads": 84}
@@ -725,7 +726,7 @@ def write_summary(out, with_plots=True):
     s = statistics(rows)
     write_rows(os.path.join(out, "results.csv"), rows, csv_fields(rows))
     write_atomic(os.path.join(out, "results.json"), {"meta": meta, "statistics": s, "rows": rows})
-    write_text(os.path.join(out, "SUMMARY.md"), summary_markdown(meta, s, rows))
+    write_text(os.path.join(out, "SUMMARY.md"), with_producer(summary_markdown(meta, s, rows), meta.get("producer")))
     if with_plots and rows:
         figures(rows, curves, out, s)
     return rows, s

@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import UserError
 from ..numbers import tag
 from ..outputs import write_atomic, write_rows
+from ..provenance import producer, with_producer
 from ..search import writer
 
 DEFAULT_HEADS = "l7-h1,l1-h2,l18-h8,l11-h6,l28-h2,l29-h1"
@@ -411,7 +412,7 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
         rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
     fits = laws(rows)
     write_rows(os.path.join(out, "causal-real.csv"), rows, FIELDS)
-    write_atomic(os.path.join(out, "causal-real.md"), markdown(rows, fits, info, eps, command))
+    write_atomic(os.path.join(out, "causal-real.md"), with_producer(markdown(rows, fits, info, eps, command), producer()))
     if plots:
         plot(rows, fits, eps, os.path.join(out, "causal-real.png"), info["name"])
     return rows, fits

@@ -27,7 +27,7 @@ import numpy as np
 from ..choices import check
 from ..errors import UserError
 from ..figures import finish_plot
-from ..provenance import producer
+from ..provenance import producer, with_producer
 from ..outputs import write_atomic
 from ..results import CausalLaw, ScaleResult
 from ..search import lattice as lat
@@ -491,10 +491,12 @@ def write(result, out, plots=True):
     write_csv(os.path.join(out, "points.csv"), rows, POINT_FIELDS)
     write_csv(os.path.join(out, "slopes.csv"), sl, ["family", "dim", "theory", "slope", "stderr", "ci95", "rel_error",
                                                     "within_tolerance", "points", "verified", "x_min", "x_max", "chain_slope"])
-    write_atomic(os.path.join(out, "scaling.md"), markdown(sl, result.headline, result.crosscheck, eps, result.tolerance))
+    made_by = producer()
+    write_atomic(os.path.join(out, "scaling.md"),
+                 with_producer(markdown(sl, result.headline, result.crosscheck, eps, result.tolerance), made_by))
     write_atomic(os.path.join(out, "summary.json"), json.dumps(
         {"eps": str(eps), "tolerance": result.tolerance, "slopes": sl, "headline": result.headline,
-         "crosscheck": result.crosscheck, "producer": producer()},
+         "crosscheck": result.crosscheck, "producer": made_by},
         indent=1, default=str) + "\n")
     if plots:
         for f in dict.fromkeys(r["family"] for r in rows):
@@ -503,6 +505,6 @@ def write(result, out, plots=True):
         c = result.causal
         law = {"points": c.rows, "lower_fit": c.lower_fit, "upper_fit": c.upper_fit, "theory": c.theory}
         write_csv(os.path.join(out, "causal.csv"), law["points"], CAUSAL_FIELDS)
-        write_atomic(os.path.join(out, "causal.md"), causal_markdown(law, eps))
+        write_atomic(os.path.join(out, "causal.md"), with_producer(causal_markdown(law, eps), made_by))
         if plots:
             causal_plot(law, eps, os.path.join(out, "causal.png"))
