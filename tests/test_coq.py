@@ -1,4 +1,4 @@
-"""The Coq formalisation of the kernel's lemmas (proofs/coq/, issue 40 item 3) compiles, with no
+"""The Coq formalisation of the kernel's lemmas (proofs/coq/) compiles, with no
 admitted step and no axiom beyond the Coq standard library's real-number axioms.
 
 Every proofs/coq/*.v file is listed in proofs/coq/_CoqProject in dependency order; each is compiled

@@ -405,8 +405,8 @@ def test_build_tables_is_deterministic_and_consistent(tmp_path):
     d1, d2 = tmp_path / "a", tmp_path / "b"
     w1 = tables.build_tables(str(d1))
     w2 = tables.build_tables(str(d2))
-    assert len(w1) == len(w2) == 15
-    for p1, p2 in zip(w1, w2):
+    assert len(w1) == len(w2) == 16 and w1[-1].endswith("producer.json")
+    for p1, p2 in zip(w1[:-1], w2[:-1]):                # the tables; producer.json names the run
         assert open(p1, "rb").read() == open(p2, "rb").read(), p1
     import csv
     for name, _, _ in tables.TABLES:
@@ -433,7 +433,7 @@ def test_tables_run(tmp_path, capsys):
     command.add_arguments(p)
     assert command.run(p.parse_args(["--out", str(tmp_path), "--format", "md"])) == 0
     out = capsys.readouterr().out.split()
-    assert len(out) == 5 and all(p.endswith(".md") for p in out)
+    assert len(out) == 6 and all(p.endswith(".md") for p in out[:-1]) and out[-1].endswith("producer.json")
 
 
 def test_printed_bounds_round_outward():

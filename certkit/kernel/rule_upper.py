@@ -20,7 +20,8 @@ from .load import array, obj, Fraction, Instance, Malformed, Rejected
 from .rows import Decoder, arb_l1, enclose, enclose_all, finite, indices, max_row_bound, row_distance, row_error_within
 
 
-def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast", eps: Fraction | None = None):
+def max_row_error(inst: Instance, Uf: np.ndarray, V: np.ndarray, route: str = "fast",
+                  eps: Fraction | None = None) -> tuple:
     """(e, i, route used): a proven upper bound e of max_i ||A_i - (U V^T)_i||_1, the row attaining it
     (max_row_bound; eps: the claim, where route auto and arb stop)."""
     k = Uf.shape[1]
