@@ -61,8 +61,9 @@ import tempfile
 import time
 from fractions import Fraction
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")          # one BLAS thread (before numpy loads)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+if __name__ == "__main__":      # one BLAS thread (before numpy loads); imported by a test, the process is left as it is
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 
