@@ -207,18 +207,11 @@ def tstar(Am):
     """t*(S) = min { max_j ||X_j||_1 : A_S X = I } by HiGHS: (t*, X, Lam), Lam (M x M) the dual of the
     equalities, signed so that tr(Lam) / sum_j max_b |(A_S^T Lam)_jb| is a lower bound on t* (weak
     duality: tr Lam = <A_S^T Lam, X> <= t sum_j max_b |(A_S^T Lam)_jb|); (inf, None, None) if infeasible."""
-    import scipy.sparse as sp
-    from scipy.optimize import linprog
+    from certkit.search.lower.soft import decoder_lp
     M, N = Am.shape
     if M > N:
         return np.inf, None, None
-    E = sp.kron(sp.csr_matrix(Am), sp.identity(M))          # row a*M + b, column j*M + b
-    A_eq = sp.hstack([E, -E, sp.csr_matrix((M * M, 1))]).tocsr()
-    R = sp.kron(sp.identity(N), np.ones((1, M)))
-    A_ub = sp.hstack([R, R, -np.ones((N, 1))]).tocsr()
-    c = np.zeros(2 * N * M + 1)
-    c[-1] = 1
-    r = linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
+    r = decoder_lp(Am)
     if r.status != 0:
         return np.inf, None, None
     Lam = np.asarray(r.eqlin.marginals).reshape(M, M)

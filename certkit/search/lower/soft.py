@@ -96,6 +96,16 @@ def best_decoder_lp(Am):
     """(t*, X): t* = min { max_j ||X_j||_1 : Am X = I } by HiGHS (X = P - Q, P, Q >= 0), the
     smallest ||(Am G)^{-1}||_inf over all decoders G (soft_decoder's docstring); (inf, None) if the
     LP fails.  Seconds at M ~ 20: the reference for benchmarks and tests, not used by the search."""
+    r = decoder_lp(Am)
+    if r.status != 0:
+        return np.inf, None
+    M, N = Am.shape
+    return float(r.fun), (r.x[:N * M] - r.x[N * M:2 * N * M]).reshape(N, M)
+
+
+def decoder_lp(Am):
+    """HiGHS's result (scipy.optimize.linprog) of the LP of best_decoder_lp over the variables (P, Q, t), with the
+    duals of its M x M equalities Am (P - Q) = I in .eqlin.marginals (row a M + b)."""
     import scipy.sparse as sp
     from scipy.optimize import linprog
     M, N = Am.shape
@@ -105,10 +115,7 @@ def best_decoder_lp(Am):
     A_ub = sp.hstack([R, R, -np.ones((N, 1))]).tocsr()
     c = np.zeros(2 * N * M + 1)
     c[-1] = 1
-    r = linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
-    if r.status != 0:
-        return np.inf, None
-    return float(r.fun), (r.x[:N * M] - r.x[N * M:2 * N * M]).reshape(N, M)
+    return linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
 
 
 def soft_extend(A, eps, msgs, growth, steps=8):
