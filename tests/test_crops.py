@@ -1,6 +1,7 @@
 """benchmarks/bench_crops.py on a tiny crop, against an independent brute force.
 
-The crops: 6 rows of SmolLM2's l4-h0 at L = 128 (the committed certificate's Q and K: no model run),
+The crops: 6 rows of SmolLM2's l4-h0 at L = 128 (its Q and K as certify wrote them, committed under
+tests/golden/crops/: no model run),
 at eps = 1/4.  The brute force shares nothing with the bench's searches or the kernel:
 * lower: nu(S) = min_{c != 0} ||A_S^T c||_1 / ||c||_1 by one LP per sign pattern of c, over every
   subset S of the rows; nu(S) > eps means every B with max_i ||A_i - B_i||_1 <= eps keeps the rows S
@@ -12,7 +13,6 @@ The bench's row (kernel-VERIFIED ends) must sit inside what the brute force prov
 where the brute force closes.
 """
 import itertools
-import json
 import os
 import sys
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-FOLDER = os.path.join(ROOT, "data", "models", "smollm2-L128-eps1_4", "l4-h0")
+FOLDER = os.path.join(ROOT, "tests", "golden", "crops")       # l4-h0's queries and keys (.npy, float64)
 CROPS = [np.array([1, 2, 3, 4, 5, 6]), np.array([5, 40, 70, 90, 110, 127])]   # brute force: r_eps = 2 and 6
 EPS = 0.25
 
@@ -37,11 +37,8 @@ def bench():
 
 
 def committed_head():
-    with open(os.path.join(FOLDER, "eps-1_4.lower.json")) as f:
-        inst = json.load(f)["instance"]
-    Q = np.load(os.path.join(FOLDER, inst["queries"]["file"]))
-    K = np.load(os.path.join(FOLDER, inst["keys"]["file"]))
-    return Q, K
+    return tuple(np.load(os.path.join(FOLDER, f"smollm2-L128-l4-h0.{x}.npy"), allow_pickle=False)
+                 for x in ("queries", "keys"))
 
 
 def nu(As):
