@@ -292,6 +292,14 @@ def _internal(prog, e):
     return INTERNAL
 
 
+def _stdout_to_devnull():
+    """Point stdout at /dev/null once it failed: nothing is left for the interpreter to flush at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv=None):
     """certkit's entry point: the exit status (see EXIT_TABLE); never a traceback for a user error."""
     argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
@@ -330,18 +338,12 @@ def main(argv=None):
         print(MissingExtra(name, e.name, extra), file=sys.stderr)
         return UNAVAILABLE
     except BrokenPipeError:                   # e.g. `certkit verify ... | head`: stdout was closed
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _stdout_to_devnull()
         return CANT_CREATE
     except OSError as e:                      # an output the command could not write (no file name: stdout)
         where = e.filename if e.filename is not None else "standard output"
         print(f"{prog}: error: cannot write {where}: {e.strerror or e}", file=sys.stderr)
-        try:                                  # nothing left to flush at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _stdout_to_devnull()
         return CANT_CREATE
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
