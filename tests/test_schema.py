@@ -1,6 +1,6 @@
-"""The JSON Schemas of certificate formats 1.0, 1.2 (1.0 plus row masks, attention sinks and the kind
-attention-distance) and 1.3 (plus the kind attention-output-distance) agree with the strict reader
-(certkit/kernel/load.py)."""
+"""The JSON Schemas of certificate formats 1.0 to the checker's own (1.1 row masks, 1.2 attention sinks and
+the kind attention-distance, 1.3 the kind attention-output-distance: each kind's `since` in KINDS) agree with the
+strict reader (certkit/kernel/load.py); a document older than its kind is refused."""
 import glob
 import json
 import os
@@ -8,7 +8,7 @@ import os
 import pytest
 from jsonschema import Draft202012Validator
 
-from certkit.kernel import KINDS, Malformed
+from certkit.kernel import CHECKER, KINDS, Malformed
 from certkit.kernel.numerics import instance, kind_and_claim, parse_numeral
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,7 +17,12 @@ CERT_DIR = os.path.join(ROOT, "data", "certificates")
 CERTS = sorted(glob.glob(os.path.join(CERT_DIR, "*.json")))
 
 
-@pytest.fixture(scope="module", params=["1.0", "1.2", "1.3"])
+NEWEST = int(CHECKER.rsplit(".", 1)[1])                 # "certkit-kernel 1.3": the newest minor it reads
+VERSIONS = [f"1.{m}" for m in range(NEWEST + 1)]
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
 def schema(request):
     with open(SCHEMA_PATH.format(request.param)) as f:
         return json.load(f)
@@ -25,10 +30,6 @@ def schema(request):
 
 def minor(schema):
     return int(schema["$id"].rsplit("-1.", 1)[1].split(".")[0])
-
-
-def newest(schema):
-    return minor(schema) == 3
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +204,7 @@ def _per_kind(schema):
 
 
 def test_kinds_match_reader(schema):
-    since = {"pair": 2, "output": 3}                # attention-distance: format 1.2; attention-output-distance: 1.3
-    kinds = [k for k in KINDS if minor(schema) >= since.get(KINDS[k].shape, 0)]
+    kinds = [k for k in KINDS if minor(schema) >= KINDS[k].since]
     assert schema["properties"]["kind"]["enum"] == kinds
     assert list(_per_kind(schema)) == kinds
 
@@ -435,3 +435,42 @@ def test_a_13_lower_witness_without_its_hint_is_refused_by_schema_and_reader_ali
     assert not v.is_valid(doc)
     got = _kernel_status(tmp_path, doc)
     assert got.status == "MALFORMED" and f"$.witness.{key}" in got.message, got.line()
+
+
+# ---------------------------------------------------------------- a kind is read from the version that added it
+def _golden_verified():
+    """{kind: (path, doc)}: the first VERIFIED golden certificate of each kind with no sidecar (it moves anywhere)."""
+    out = {}
+    for expected in sorted(glob.glob(os.path.join(GOLDEN, "**", "expected.json"), recursive=True)):
+        with open(expected) as f:
+            cases = json.load(f)
+        for rel in sorted(r for r, want in cases.items() if want["verdict"] == "VERIFIED"):
+            path = os.path.join(os.path.dirname(expected), *rel.split("/"))
+            with open(path) as f:
+                text = f.read()
+            if '"sha256"' not in text:
+                doc = json.loads(text)
+                out.setdefault(doc["kind"], (path, doc))
+    return out
+
+
+VERIFIED_OF_KIND = _golden_verified()
+TOO_OLD = [(k, m) for k in KINDS for m in range(KINDS[k].since)]
+
+
+def test_every_kind_has_a_movable_golden_certificate():
+    assert set(VERIFIED_OF_KIND) == set(KINDS), sorted(set(KINDS) - set(VERIFIED_OF_KIND))
+
+
+@pytest.mark.parametrize("kind,old", TOO_OLD, ids=[f"{k}-1.{m}" for k, m in TOO_OLD])
+def test_a_kind_older_than_its_format_is_refused(tmp_path, kind, old):
+    """A golden VERIFIED certificate of the kind, its version set below the kind's since: MALFORMED $.version,
+    never VERIFIED; the same file at its own version still verifies."""
+    from certkit.choices import check
+    path, doc = VERIFIED_OF_KIND[kind]
+    assert doc_minor(doc) >= KINDS[kind].since and check(path).status == "VERIFIED"
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(dict(doc, version=f"1.{old}")))
+    v = check(str(p))
+    assert v.status == "MALFORMED", v.line()
+    assert v.message == f"$.version: kind {kind} needs format 1.{KINDS[kind].since}, got 1.{old}", v.line()

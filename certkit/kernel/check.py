@@ -1,7 +1,6 @@
 """The one door into the kernel: check(path) -> Verdict.  Reads a format-1.x certificate, recomputes
 every deciding number with rigorous enclosures; any other failure is an internal error, never REJECTED.
-The kinds table KINDS: per certificate kind its relation, the lemmas a VERIFIED rests on (the certificate's
-"assumptions", exactly), its rule, instance shape and enclosure text (adding a kind: CONTRIBUTING.md)."""
+KINDS: one row per certificate kind, the lemmas its VERIFIED rests on (its "assumptions"; CONTRIBUTING.md)."""
 import os
 from collections import namedtuple
 
@@ -10,39 +9,42 @@ import numpy as np
 from . import rule_chain, rule_lattice, rule_lower, rule_upper
 from .fp import check_environment, FPEnvironmentError
 from .load import read_json, header, claim as read_claim, instance as read_instance, Claim
-from .load import Verdict, Malformed, Unsupported, Rejected
+from .load import Verdict, Malformed, Unsupported, Rejected, VERSION
 from .rows import AUTO_ARB
 
 # rule(inst, claim, witness, base_dir, route, choices) -> details (shape "matrix"; "pair": vs a replacement; "output":
-# output distance) or rule(instance, claim, witness) -> (details, beta) ("parametric"); enclosure None: the route's
-Kind = namedtuple("Kind", "name relation lemmas rule shape enclosure")
+# output distance) or rule(instance, claim, witness) -> (details, beta) ("parametric"); since: the format 1.since that
+# added the kind (older: MALFORMED $.version); enclosure None: the route's
+Kind = namedtuple("Kind", "name since relation lemmas rule shape enclosure", defaults=(None,))
 
 FAST = "softmax-enclosure(fast: cohen-fausti, fp-rounding, ieee-exp"
 ROUTE_ENCLOSURES = {"auto": FAST + "; arb balls where fast is open)", "fast": FAST + ")",
                     "arb": "softmax-enclosure(arb balls)"}
 KINDS = {k.name: k for k in (
-    Kind("upper-factorization", "<=", ("factor-rank",), rule_upper.check_factorization, "matrix", None),
-    Kind("upper-covering", "<=", ("cover-rank",), rule_upper.check_covering, "matrix", None),
-    Kind("lower-decoding-margin", ">=", ("decode-margin",), rule_lower.check_margin, "matrix", None),
-    Kind("lower-decoding-inverse-norm", ">=", ("decode-inverse-norm",), rule_lower.check_inverse_norm,
-         "matrix", None),
-    Kind("lower-frobenius-tail", ">=", ("frobenius-tail", "verified-svd"), rule_lower.check_frobenius, "matrix", None),
-    Kind("upper-chain", "<=", ("chain-rule", "cited-covering-densities"), rule_chain.check, "matrix",
+    Kind("upper-factorization", 0, "<=", ("factor-rank",), rule_upper.check_factorization, "matrix"),
+    Kind("upper-covering", 0, "<=", ("cover-rank",), rule_upper.check_covering, "matrix"),
+    Kind("lower-decoding-margin", 0, ">=", ("decode-margin",), rule_lower.check_margin, "matrix"),
+    Kind("lower-decoding-inverse-norm", 0, ">=", ("decode-inverse-norm",), rule_lower.check_inverse_norm, "matrix"),
+    Kind("lower-frobenius-tail", 0, ">=", ("frobenius-tail", "verified-svd"), rule_lower.check_frobenius, "matrix"),
+    Kind("upper-chain", 0, "<=", ("chain-rule", "cited-covering-densities"), rule_chain.check, "matrix",
          "chain-rule(fp-rounding upper bounds, arb chain)"),
-    Kind("attention-distance", "<=", ("attention-distance",), rule_upper.check_distance, "pair", None),
-    Kind("attention-output-distance", "<=", ("attention-output-distance",), rule_upper.check_output, "output", None),
-    Kind("lower-lattice", ">=", ("lattice-construction",), rule_lattice.check, "parametric",
+    Kind("attention-distance", 2, "<=", ("attention-distance",), rule_upper.check_distance, "pair"),
+    Kind("attention-output-distance", 3, "<=", ("attention-output-distance",), rule_upper.check_output, "output"),
+    Kind("lower-lattice", 0, ">=", ("lattice-construction",), rule_lattice.check, "parametric",
          "lattice-construction(arb theta bounds, exact counts)"),
 )}
-CHECKER = "certkit-kernel 1.3"
+CHECKER = "certkit-kernel %d.%d" % VERSION
 DEFAULT_ROUTE = "auto"      # the route of check(), `certkit verify`, the API and batch unless one is asked for
 ROUTES = tuple(ROUTE_ENCLOSURES)
 
 
 def kind_and_claim(doc: dict) -> tuple[Kind, Claim]:
-    """(kinds-table row, claim) of a parsed certificate: the version gate, the kind, the claim."""
+    """(kinds-table row, claim) of a parsed certificate: the version gate, the kind, the claim, the kind's version."""
     kind = KINDS[header(doc, KINDS)]
-    return kind, read_claim(doc, kind)
+    c = read_claim(doc, kind)
+    if int(doc["version"].split(".")[1]) < kind.since:
+        raise Malformed("$.version", f"kind {kind.name} needs format 1.{kind.since}, got {doc['version']}")
+    return kind, c
 
 
 class TimeLimit(BaseException):

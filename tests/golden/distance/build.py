@@ -193,7 +193,7 @@ def build_malformed():
         ("replacement-other-N", "gauss-n40-int8", lambda d: rep(d)["keys"].pop(),
          "$.instance.replacement: 40 queries x 39 keys where the head has 40 x 40"),
         ("replacement-in-version-1.1", "gauss-n40-int8", lambda d: d.__setitem__("version", "1.1"),
-         "$.version: a replacement needs format 1.2, got 1.1"),
+         "$.version: kind attention-distance needs format 1.2, got 1.1"),
         ("replacement-missing", "gauss-n40-int8", lambda d: d["instance"].pop("replacement"),
          "$.instance.replacement: required key is missing"),
         ("claim-with-bound", "gauss-n40-int8", lambda d: d["claim"].__setitem__("bound", "1"),

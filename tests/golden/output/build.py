@@ -123,7 +123,8 @@ def build():
     mutate("causal-proj-kv-fp8-relative-inf", "relative-zero-output", zero_output, "REJECTED",
            "attention-output-distance/row-norm")
     for name, edit, contains in [
-        ("version-1.2", lambda d: d.__setitem__("version", "1.2"), "$.version: a replacement needs format 1.3, got 1.2"),
+        ("version-1.2", lambda d: d.__setitem__("version", "1.2"),
+         "$.version: kind attention-output-distance needs format 1.3, got 1.2"),
         ("values-missing", lambda d: inst(d).pop("values"), "$.instance.values: required key is missing"),
         ("replacement-values-missing", lambda d: rep(d).pop("values"),
          "$.instance.replacement.values: required key is missing"),
