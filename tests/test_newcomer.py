@@ -96,17 +96,17 @@ def model_rows(layers=4, heads=20):
 
 def test_report_prints_prose_and_every_layer(tmp_path):
     pytest.importorskip("matplotlib")
-    from certkit.commands import report
+    from certkit.reporting import build, pages
     rows = model_rows()
     assert len(rows) > 60
-    facets = report.sandwich_facets(rows)
+    facets = pages.sandwich_facets(rows)
     assert [t for t, _ in facets] == [f"layer {l}" for l in range(4)]
     assert sum(len(fr) for _, fr in facets) == len(rows)                  # every row, none cut at 60
     meta = {"model": "m", "class": "C", "family": "bert", "layers": 4, "heads": 20, "d_head": 2, "input": "text",
             "length": 8, "certified_layers": [0, 1, 2, 3], "certified_heads": list(range(20)),
             "multipliers": ["1", "2"], "eps": ["1/4", "1/2"], "reconstruction_max_abs_diff": 5.960464477539063e-07}
     (tmp_path / "summary.json").write_text(json.dumps({"meta": meta, "rows": rows}))
-    r = report.build(tmp_path)
+    r = build.build(tmp_path)
     page = open(r["path"], encoding="utf-8").read()
     ran = page.split("What was run</h2>")[1].split("<h2>")[0]
     assert "[" not in ran and "'" not in ran and "&#x27;" not in ran, ran
@@ -116,7 +116,7 @@ def test_report_prints_prose_and_every_layer(tmp_path):
 
 
 def test_plain_values():
-    from certkit.commands.report import plain
+    from certkit.reporting.markup import plain
     assert plain([0, 1, 2, 3, 7]) == "0–3, 7" and plain([0, 2]) == "0, 2" and plain([4, 5]) == "4, 5"
     assert plain(0.30000000000000004) == "0.3" and plain(["1/4", "1/2"]) == "1/4, 1/2" and plain(None) == "—"
 

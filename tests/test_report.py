@@ -322,7 +322,7 @@ def test_bad_folder(tmp_path, make, code, needle):
 def test_report_help_and_lazy_imports():
     r = subprocess.run([sys.executable, "-m", "certkit", "report", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and all(w in r.stdout for w in ("calibrate", "certify", "scale", "report.html", "64"))
-    code = "import sys, certkit.commands.report, certkit.calibration.report; " \
+    code = "import sys, certkit.commands.report, certkit.reporting.build, certkit.calibration.report; " \
            "print(sorted(m for m in ('matplotlib', 'scipy', 'torch') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
