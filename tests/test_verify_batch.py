@@ -369,8 +369,8 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path, monkeypatch, capsys
 
     def dies(tasks, *args, **kwargs):
         yield from batch.ordered(os._exit, (3 for _ in tasks), (), jobs=2)
-    from certkit.commands import verify
-    monkeypatch.setattr(verify, "records", dies)
+    from certkit import verify_run
+    monkeypatch.setattr(verify_run, "records", dies)
     summary = tmp_path / "summary.json"
     code = cli.main(["verify", "--jobs", "2", "--log", str(tmp_path / "l.jsonl"), "--summary", str(summary),
                      str(INLINE), str(DATA / "sphere-d3-lattice.json")])

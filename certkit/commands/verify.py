@@ -5,24 +5,23 @@
 Files are checked as given, a folder recursively (every certkit certificate under it, sorted),
 "-" is one certificate read from stdin, held in memory and checked from there (its arrays inline:
 this command creates nothing but --log and --summary).  The checks run here or in --jobs worker processes, and a
---log makes a run resumable (certkit.batch).  Only the core install is needed (numpy,
-python-flint): this module imports the kernel and certkit.batch, no producer.
+--log makes a run resumable (certkit.verify_run over certkit.batch).  Here: the arguments, the run and
+what is printed.  Only the core install is needed (numpy, python-flint): this module imports the kernel,
+certkit.verify_run and certkit.batch, no producer.
 """
 import argparse
 import json
 import os
 import sys
 import time
-from collections import Counter
 from contextlib import closing
-from dataclasses import dataclass
 
-from ..batch import Log, Progress, Task, WorkerDied, certificates_under, file_sha256, records, write_summary
-from ..errors import INTERRUPTED, InputError, OutputError, UserError
+from ..batch import Progress, WorkerDied, write_summary
+from ..errors import INTERRUPTED, OutputError, UserError
 from ..kernel import DEFAULT_ROUTE, EXIT, ROUTES
-from ..kernel.numerics import FORMAT, MAX_FILE
 from ..numbers import parse_jobs, parse_time_limit
 from ..outputs import refuse_unless_regular
+from ..verify_run import Tally, check_manifest, collect, open_log, plan, results
 
 
 def positive(kind):
@@ -78,49 +77,6 @@ def add_arguments(p):
                      help="no stdout: only the exit status (errors still go to stderr)")
 
 
-@dataclass
-class Item:
-    label: str           # what the user sees: the path (or "-")
-    path: str            # the file the kernel checks ("<stdin>" for "-")
-    short: str           # the name at the end of a text line
-    doc: object = None   # the parsed JSON when already read (a directory scan), else None
-    data: bytes | None = None   # "-": the bytes read from stdin (never written anywhere)
-
-
-def collect(args):
-    """The certificates to check, in order: files as given, DIR scanned recursively (sorted; *.json
-    whose JSON has "format": "certkit-certificate"; unreadable JSON is kept and will be MALFORMED),
-    "-" = one certificate from stdin (its bytes in memory: at most the kernel's limit + 1 are read)."""
-    if args.certificates.count("-") > 1:
-        raise UserError("'-' (stdin) may be given only once")
-    missing = [p for p in args.certificates if p != "-" and not os.path.exists(p)]
-    if missing:
-        raise InputError(f"{missing[0]}: no such file or folder")
-    if args.manifest and not os.path.isfile(args.manifest):
-        raise InputError(f"--manifest {args.manifest}: no such file")
-    items, skipped = [], 0
-    for p in args.certificates:
-        if p == "-":
-            items.append(Item("-", "<stdin>", "<stdin>", data=sys.stdin.buffer.read(MAX_FILE + 1)))
-        elif os.path.isdir(p):
-            certs, other = certificates_under(p)
-            n0 = len(items)
-            for f in other:
-                skipped += 1
-                if not args.quiet:
-                    print(f"certkit verify: note: skipping {f} (not a certkit certificate: "
-                          f"no \"format\": \"{FORMAT}\")", file=sys.stderr)
-            for f in certs:
-                items.append(Item(f, f, os.path.relpath(f, p)))
-            if len(items) == n0:
-                raise InputError(f"{p}: no certkit certificate (*.json with \"format\": \"{FORMAT}\") in this folder")
-        else:
-            if not os.access(p, os.R_OK):
-                raise InputError(f"{p}: cannot read (permission denied)")
-            items.append(Item(p, p, os.path.basename(p)))
-    return items, skipped
-
-
 def json_item(record, first):
     """One object of the --json array as json.dump(list, indent=1) prints it, for streaming."""
     return ("[\n" if first else ",\n") + "\n".join(" " + line for line in json.dumps(record, indent=1).splitlines())
@@ -139,13 +95,12 @@ def print_result(args, item, rec, first, logged):
         print(f"{rec['status']:<11} {rec['message']}  ({item.short})" + ("  [from the log]" if logged else ""))
 
 
-def run(args):
-    """certkit verify: the results in input order (checked here or in --jobs worker processes, or
-    taken from the --log by --resume), the --log and --summary files; returns the exit status."""
+def check_arguments(args):
+    """--resume, --recheck, --summary and --log: a usage error (64) or an output that cannot be written (73)
+    before anything is checked."""
     if args.resume and not args.log:
         raise UserError("--resume needs --log FILE: the log of the run to resume")
-    recheck = getattr(args, "recheck", False)
-    if recheck and not args.resume:
+    if getattr(args, "recheck", False) and not args.resume:
         raise UserError("--recheck needs --resume (it checks again the files taken from the --log)")
     if args.summary:
         folder = os.path.dirname(os.path.abspath(args.summary))
@@ -154,78 +109,121 @@ def run(args):
         refuse_unless_regular(args.summary, f"--summary {args.summary}")   # a link or device: never replaced
     if args.log:
         refuse_unless_regular(args.log, f"--log {args.log}")
-    code, counts, resumed, first = 0, Counter(), 0, True
-    disagreements = 0
-    log = Log(args.log) if args.log else None
-    t0 = time.perf_counter()
-    items, skipped = [], 0
-    if log is not None:
-        if args.resume:
-            log.index()
-            if log.ignored and not args.quiet:
-                print(f"certkit verify: note: {log.ignored} incomplete line(s) of {args.log} ignored "
-                      f"(a run killed while writing); their files are checked again", file=sys.stderr)
-        log.open()
-    try:
-        items, skipped = collect(args)
-        if args.manifest:
-            for line in check_manifest(args.manifest):
-                code = EXIT["MALFORMED"]
-                if args.json:
-                    print(json_item({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
-                                      "kind": None, "relation": None, "bound": None, "eps": None,
-                                      "message": line, "sha256": None, "seconds": 0.0, "details": {}}, first), end="")
-                    first = False
-                else:
-                    print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
-        # (item, byte offset of its record in the log: taken from there, or None: checked now)
-        plan = [(it, log.find(it.label, it.path) if args.resume and it.data is None else None) for it in items]
-        t0 = time.perf_counter()
-        tasks = (Task(it.label, it.path, it.data) for it, offset in plan
-                 if offset is None or recheck)
-        to_check = sum(offset is None or recheck for _, offset in plan)
-        jobs = min(args.jobs, to_check)
-        bar = Progress(len(plan), to_check) if sys.stderr.isatty() and len(plan) > 1 and not args.quiet else None
-        lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
-        checked = records(tasks, args.route, args.time_limit, jobs, full=args.json or log is not None,
-                          done=log.write if log is not None else None)
-        with closing(checked):
-            for i, (it, offset) in enumerate(plan):
+
+
+def starting_log(args):
+    """The --log, read first with --resume (a note on the incomplete lines a killed run left), or None."""
+    if not args.log:
+        return None
+    log = open_log(args.log, args.resume)
+    if log.ignored and not args.quiet:
+        print(f"certkit verify: note: {log.ignored} incomplete line(s) of {args.log} ignored "
+              f"(a run killed while writing); their files are checked again", file=sys.stderr)
+    return log
+
+
+def print_manifest(args, first):
+    """The manifest's mismatches, each MALFORMED (an object of the --json array, or a line); returns
+    (exit code so far, whether the --json array is still empty)."""
+    code = 0
+    for line in check_manifest(args.manifest):
+        code = EXIT["MALFORMED"]
+        if args.json:
+            print(json_item({"file": args.manifest, "status": "MALFORMED", "exit_code": EXIT["MALFORMED"],
+                              "kind": None, "relation": None, "bound": None, "eps": None,
+                              "message": line, "sha256": None, "seconds": 0.0, "details": {}}, first), end="")
+            first = False
+        else:
+            print(f"MALFORMED   {line}", file=sys.stderr if args.quiet else sys.stdout)
+    return code, first
+
+
+def print_results(args, planned, log, tally, first):
+    """Every result of the plan, in input order, as it lands (a progress line on a terminal); returns
+    whether the --json array is still empty."""
+    recheck = getattr(args, "recheck", False)
+    to_check = sum(offset is None or recheck for _, offset in planned)
+    bar = Progress(len(planned), to_check) if sys.stderr.isatty() and len(planned) > 1 and not args.quiet else None
+    lines_on_tty = not args.quiet and not args.json and sys.stdout.isatty()
+    waiting = (lambda i, it: bar.draw(i, i - tally.resumed, it.short[-50:])) if bar else None
+    outcomes = results(planned, args.route, args.time_limit, args.jobs, log=log, recheck=recheck,
+                       full=args.json or log is not None, waiting=waiting)
+    with closing(outcomes):
+        for r in outcomes:
+            tally.resumed += r.logged
+            if r.disagrees:
+                tally.disagreements += 1
                 if bar:
-                    bar.draw(i, i - resumed, it.short[-50:])
-                rec = next(checked) if offset is None or recheck else log.read(offset)
-                logged = offset is not None and not recheck
-                resumed += logged
-                if offset is not None and recheck:
-                    old = log.read(offset)
-                    if (old["status"], old["exit_code"]) != (rec["status"], rec["exit_code"]):
-                        disagreements += 1
-                        if bar:
-                            bar.clear()
-                        print(f"certkit verify: DISAGREEMENT: {it.label}: the log {args.log} says "
-                              f"{old['status']}, the checker says {rec['status']} ({rec['message'][:200]})",
-                              file=sys.stderr)
-                if bar and (lines_on_tty or rec["status"] != "VERIFIED"):
                     bar.clear()
-                print_result(args, it, rec, first, logged=logged)
-                first = first and not args.json
-                counts[rec["status"]] += 1
-                code = max(code, rec["exit_code"])
-            if bar:
+                print(f"certkit verify: DISAGREEMENT: {r.item.label}: the log {args.log} says "
+                      f"{r.previous['status']}, the checker says {r.record['status']} ({r.record['message'][:200]})",
+                      file=sys.stderr)
+            if bar and (lines_on_tty or r.record["status"] != "VERIFIED"):
                 bar.clear()
+            print_result(args, r.item, r.record, first, logged=r.logged)
+            first = first and not args.json
+            tally.counts[r.record["status"]] += 1
+            tally.code = max(tally.code, r.record["exit_code"])
+        if bar:
+            bar.clear()
+    return first
+
+
+def stopped(args, e, log, tally, files, t0):
+    """Ctrl-C or a worker process that died: the --summary still written, what the log kept named;
+    returns the exit status (130, or 4)."""
+    stop = INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT["INTERNAL-ERROR"]
+    if args.summary:
+        write_summary(args.summary, tally.summary(files, t0, stop))
+    kept = f"; {log.written} files finished by this run are logged in {args.log} (rerun with --resume)" \
+        if log is not None else ""
+    print("\ncertkit verify: interrupted" if stop == INTERRUPTED else f"certkit verify: error: {e}",
+          kept, sep="", file=sys.stderr)
+    return stop
+
+
+def closing_notes(args, planned, tally, skipped, t0):
+    """The notes on stderr once every result is printed; returns the exit status (at least 1 on a
+    --recheck disagreement)."""
+    code, n = tally.code, len(planned)
+    if tally.resumed and not args.quiet:
+        print(f"certkit verify: {tally.resumed} of {n} results taken from {args.log} without checking again (the log "
+              f"is trusted like the checker; --recheck verifies them again)", file=sys.stderr)
+    if getattr(args, "recheck", False):
+        rechecked = sum(offset is not None for _, offset in planned)
+        if not args.quiet or tally.disagreements:
+            print(f"certkit verify: --recheck: {rechecked} logged results checked again, {tally.disagreements} "
+                  f"disagreement(s) with {args.log}", file=sys.stderr)
+        if tally.disagreements:
+            code = max(code, 1)
+    if (n > 1 or skipped) and not args.quiet:
+        summary = ", ".join(f"{tally.counts[s]} {s}" for s in EXIT if tally.counts[s])
+        print(f"{n} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
+              + (f" ({tally.resumed} taken from {args.log})" if tally.resumed else "")
+              + (f" ({skipped} other .json files skipped)" if skipped else ""), file=sys.stderr)
+    return code
+
+
+def run(args):
+    """certkit verify: the results in input order (checked here or in --jobs worker processes, or
+    taken from the --log by --resume), the --log and --summary files; returns the exit status."""
+    check_arguments(args)
+    tally, first, items, planned = Tally(), True, [], []
+    log = starting_log(args)
+    t0 = time.perf_counter()
+    note = None if args.quiet else (lambda text: print(f"certkit verify: note: {text}", file=sys.stderr))
+    try:
+        items, skipped = collect(args.certificates, args.manifest, note)
+        if args.manifest:
+            tally.code, first = print_manifest(args, first)
+        planned = plan(items, log, args.resume)
+        t0 = time.perf_counter()
+        first = print_results(args, planned, log, tally, first)
     except (KeyboardInterrupt, WorkerDied) as e:
-        stop = INTERRUPTED if isinstance(e, KeyboardInterrupt) else EXIT["INTERNAL-ERROR"]
-        if args.summary:
-            write_summary(args.summary, summary_record(counts, len(items), resumed, t0, stop, disagreements))
-        kept = f"; {log.written} files finished by this run are logged in {args.log} (rerun with --resume)" \
-            if log is not None else ""
-        print("\ncertkit verify: interrupted" if stop == INTERRUPTED else f"certkit verify: error: {e}",
-              kept, sep="", file=sys.stderr)
-        return stop
+        return stopped(args, e, log, tally, len(items), t0)
     except OutputError:                     # the --log cannot be written (a full disk): --summary still is
         if args.summary:
-            write_summary(args.summary, summary_record(counts, len(items), resumed, t0, OutputError.exit_code,
-                                                       disagreements))
+            write_summary(args.summary, tally.summary(len(items), t0, OutputError.exit_code))
         raise
     finally:
         if log is not None:
@@ -235,54 +233,7 @@ def run(args):
                 pass
     if args.json:
         print("[]" if first else "\n]")
-    n = len(items)
-    if resumed and not args.quiet:
-        print(f"certkit verify: {resumed} of {n} results taken from {args.log} without checking again (the log "
-              f"is trusted like the checker; --recheck verifies them again)", file=sys.stderr)
-    if recheck:
-        rechecked = sum(offset is not None for _, offset in plan)
-        if not args.quiet or disagreements:
-            print(f"certkit verify: --recheck: {rechecked} logged results checked again, {disagreements} "
-                  f"disagreement(s) with {args.log}", file=sys.stderr)
-        if disagreements:
-            code = max(code, 1)
-    if (n > 1 or skipped) and not args.quiet:
-        summary = ", ".join(f"{counts[s]} {s}" for s in EXIT if counts[s])
-        print(f"{n} certificates checked in {time.perf_counter() - t0:.2f} s: {summary}"
-              + (f" ({resumed} taken from {args.log})" if resumed else "")
-              + (f" ({skipped} other .json files skipped)" if skipped else ""), file=sys.stderr)
+    code = closing_notes(args, planned, tally, skipped, t0)
     if args.summary:
-        write_summary(args.summary, summary_record(counts, n, resumed, t0, code, disagreements))
+        write_summary(args.summary, tally.summary(len(items), t0, code))
     return code
-
-
-def summary_record(counts, files, resumed, t0, exit_code, disagreements=0):
-    """The --summary object (schema: certkit/format/verify-summary.schema.json)."""
-    return {"counts": {s: counts[s] for s in EXIT}, "files": files, "resumed": resumed,
-            "disagreements": disagreements, "seconds": round(time.perf_counter() - t0, 3), "exit_code": exit_code}
-
-
-def check_manifest(path):
-    """Lines 'sha256  name' (sha256sum format), names relative to the manifest."""
-    bad = []
-    base = os.path.dirname(os.path.abspath(path))
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"--manifest {path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        parts = line.split(None, 1)
-        if len(parts) != 2 or len(parts[0]) != 64:
-            bad.append(f"{path}:{n}: not a 'sha256  file' line")
-            continue
-        sha, name = parts[0], parts[1].strip().lstrip("*")
-        got = file_sha256(os.path.join(base, name))
-        if got is None:
-            bad.append(f"{path}:{n}: {name}: missing, unreadable or not a regular file")
-            continue
-        if got != sha:
-            bad.append(f"{path}:{n}: {name}: sha256 {got} does not match the manifest's {sha}")
-    return bad
