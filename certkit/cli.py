@@ -159,7 +159,7 @@ COMMANDS = {
         "refinement) certificates, keep only those the kernel VERIFIES, and compare the peers (truncated SVD, "
         "Nystrom/CUR, Performer, Linformer) at the smallest k with certified row-l1 error <= eps. Writes "
         "DIR/<head>/eps-<eps>.{lower,upper}.json and DIR/summary.{md,json,csv}. With --model, the heads of a local "
-        "transformer (encoders; GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM decoders with their causal or "
+        "transformer (the encoder and decoder families of docs/models.md, decoders with their causal or "
         "sliding-window masks) on your text, each checked against the model's own attention.",
         "Exit status: 0 every sandwich complete, 1 some bound missing, 4 internal error, 64 bad input, "
         "66 a head, text or token file missing, 69 an extra is not installed ('search'; 'models' for --model), "

@@ -116,7 +116,7 @@ def test_values_and_output_projection_rebuild_the_attention_block(folders, name)
     model, _, _ = prepare(folders[name], dtype="float64")      # one model for the heads and for the hooks
     hs = heads_from_model(model, tokens=TOKENS, length=40, dtype="float64")
     seen = {}
-    proj = list(families.OUTPUT_PROJECTION[name](model.base_model))
+    proj = list(families.FAMILIES[name].output(model.base_model))
     hooks = [m.register_forward_hook(lambda m_, a, o, l=l: seen.__setitem__(l, (a[0][0].double().numpy(),
                                                                                  o[0].double().numpy())))
              for l, m in enumerate(proj)]

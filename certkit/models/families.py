@@ -33,63 +33,73 @@ from ..numbers import OverSqrt
 
 @dataclass(frozen=True)
 class Family:
-    name: str
-    decoder: bool
-    route: str            # "interface" | "mpnet" | "bloom"
-    positions: str        # how positions enter the scores (documentation and provenance)
-    layers: object        # base model -> its attention modules, in layer order
+    """One supported family, one row of FAMILIES: everything certkit's capture, help texts, docs lists and GGUF
+    reader know about it (adding a family: CONTRIBUTING.md)."""
+    name: str                       # config.model_type
+    label: str                      # its name in help texts and docs
+    decoder: bool                   # causal: every query sees the keys up to its own position
+    route: str                      # "interface" | "mpnet" | "bloom": how Q and K are captured
+    positions: str                  # how positions enter the scores (documentation and provenance)
+    layers: object                  # base model -> its attention modules, in layer order
+    output: object                  # base model -> its output projections W_O, in layer order (output_projection)
+    gguf: str | None = None         # general.architecture of its llama.cpp GGUF files; None: no GGUF
+    window: str | None = None       # sliding window: "every layer" (config.sliding_window), "layer_types" (on
+                                    # the layers config.layer_types marks "sliding_attention"), None
+    scale_options: bool = False     # config.scale_attn_weights and scale_attn_by_inverse_layer_idx (GPT-2) apply
+    position_limit: bool = True     # config.max_position_embeddings bounds the length (ALiBi: no limit)
+    padding_idx: int | str | None = None   # positions numbered from padding_idx + 1 (a number or a config key)
+    interleaved_keys: bool = False  # llama.cpp keeps its keys in the rotary layout (gguf dim 2i = HF dim i, 2i + 1
+                                    # = HF dim i + d/2: its converter permutes the q and k projections)
 
     def attention_modules(self, base):
         return list(self.layers(base))
 
 
-FAMILIES = {
-    "bert": Family("bert", False, "interface", "absolute embeddings",
-                   lambda b: (l.attention.self for l in b.encoder.layer)),
-    "roberta": Family("roberta", False, "interface", "absolute embeddings",
-                      lambda b: (l.attention.self for l in b.encoder.layer)),
-    "distilbert": Family("distilbert", False, "interface", "absolute embeddings",
-                         lambda b: (l.attention for l in b.transformer.layer)),
-    "mpnet": Family("mpnet", False, "mpnet", "relative-position bias (logit bias)",
-                    lambda b: (l.attention.attn for l in b.encoder.layer)),
-    "gpt2": Family("gpt2", True, "interface", "absolute embeddings", lambda b: (l.attn for l in b.h)),
-    "gpt_neox": Family("gpt_neox", True, "interface", "rotary (partial)", lambda b: (l.attention for l in b.layers)),
-    "llama": Family("llama", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers)),
-    "mistral": Family("mistral", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers)),
-    "qwen2": Family("qwen2", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers)),
-    "bloom": Family("bloom", True, "bloom", "ALiBi (logit bias)", lambda b: (l.self_attention for l in b.h)),
-}
+# The output projection W_O (H d_v x d_model, out = concat_h(O_h) W_O + bias) is a torch Linear (weight
+# d_model x H d_v, so W_O = weight^T) or GPT-2's Conv1D (weight H d_v x d_model, W_O = weight).
+FAMILIES = {f.name: f for f in (
+    Family("bert", "BERT", False, "interface", "absolute embeddings",
+           lambda b: (l.attention.self for l in b.encoder.layer),
+           lambda b: (l.attention.output.dense for l in b.encoder.layer)),
+    Family("roberta", "RoBERTa", False, "interface", "absolute embeddings",
+           lambda b: (l.attention.self for l in b.encoder.layer),
+           lambda b: (l.attention.output.dense for l in b.encoder.layer), padding_idx="pad_token_id"),
+    Family("distilbert", "DistilBERT", False, "interface", "absolute embeddings",
+           lambda b: (l.attention for l in b.transformer.layer),
+           lambda b: (l.attention.out_lin for l in b.transformer.layer)),
+    Family("mpnet", "MPNet", False, "mpnet", "relative-position bias (logit bias)",
+           lambda b: (l.attention.attn for l in b.encoder.layer),
+           lambda b: (l.attention.attn.o for l in b.encoder.layer), padding_idx=1),   # MPNetEmbeddings.padding_idx
+    Family("gpt2", "GPT-2", True, "interface", "absolute embeddings", lambda b: (l.attn for l in b.h),
+           lambda b: (l.attn.c_proj for l in b.h), gguf="gpt2", scale_options=True),
+    Family("gpt_neox", "GPT-NeoX", True, "interface", "rotary (partial)", lambda b: (l.attention for l in b.layers),
+           lambda b: (l.attention.dense for l in b.layers)),
+    Family("llama", "Llama", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers),
+           lambda b: (l.self_attn.o_proj for l in b.layers), gguf="llama", interleaved_keys=True),
+    Family("mistral", "Mistral", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers),
+           lambda b: (l.self_attn.o_proj for l in b.layers), gguf="mistral", window="every layer",
+           interleaved_keys=True),
+    Family("qwen2", "Qwen2", True, "interface", "rotary", lambda b: (l.self_attn for l in b.layers),
+           lambda b: (l.self_attn.o_proj for l in b.layers), gguf="qwen2", window="layer_types"),
+    Family("bloom", "BLOOM", True, "bloom", "ALiBi (logit bias)", lambda b: (l.self_attention for l in b.h),
+           lambda b: (l.self_attention.dense for l in b.h), gguf="bloom", position_limit=False),
+)}
+GGUF = {f.gguf: f.name for f in FAMILIES.values() if f.gguf}     # general.architecture -> model_type
 
-SUPPORTED = ("encoders: BERT (MiniLM), RoBERTa, DistilBERT, MPNet; decoders: GPT-2, GPT-NeoX, Llama, Mistral, "
-             "Qwen2, BLOOM (ALiBi)")
+
+def labels(decoder=None, gguf=False):
+    """"A, B, C": the families' labels in table order (only the decoders or encoders; only those with GGUF files)."""
+    return ", ".join(f.label for f in FAMILIES.values() if decoder in (None, f.decoder) and (f.gguf or not gguf))
 
 
-# The output projection of layer l as one matrix W_O (H d_v x d_model, out = concat_h(O_h) W_O + bias):
-# where each family keeps it relative to its layer, and whether it is a torch Linear (weight d_model x
-# H d_v, so W_O = weight^T) or GPT-2's Conv1D (weight H d_v x d_model, W_O = weight).
-OUTPUT_PROJECTION = {
-    "bert": lambda b: (l.attention.output.dense for l in b.encoder.layer),
-    "roberta": lambda b: (l.attention.output.dense for l in b.encoder.layer),
-    "distilbert": lambda b: (l.attention.out_lin for l in b.transformer.layer),
-    "mpnet": lambda b: (l.attention.attn.o for l in b.encoder.layer),
-    "gpt2": lambda b: (l.attn.c_proj for l in b.h),
-    "gpt_neox": lambda b: (l.attention.dense for l in b.layers),
-    "llama": lambda b: (l.self_attn.o_proj for l in b.layers),
-    "mistral": lambda b: (l.self_attn.o_proj for l in b.layers),
-    "qwen2": lambda b: (l.self_attn.o_proj for l in b.layers),
-    "bloom": lambda b: (l.self_attention.dense for l in b.h),
-}
-# llama.cpp keeps the keys of these families in its rotary layout (its converter permutes the q and k
-# projections so that rotated pairs are adjacent: gguf dim 2i = HF dim i, 2i + 1 = HF dim i + d/2), so a
-# cache block of 32 key dims holds HF dims {0..15, 32..47}, ... (the other families use NeoX rotary or none)
-INTERLEAVED_KEYS = ("llama", "mistral")
+SUPPORTED = f"encoders: {labels(decoder=False)}; decoders: {labels(decoder=True)}"
 
 
 def output_projection(family, base, layers):
     """[W_O of each layer in `layers`] as float64 arrays (H d_v x d_model): out = concat_h(O_h) W_O (+ bias);
     only the layers asked for are copied (a 7B model's W_O is 4 GiB of float64 in all)."""
     import numpy as np
-    mods = list(OUTPUT_PROJECTION[family.name](base))
+    mods = list(family.output(base))
     out = []
     for l in layers:
         w = mods[l].weight.detach().to("cpu").double().numpy()
@@ -113,9 +123,9 @@ def counts(config):
 
 def scale(family, config, layer, d_head):
     """The model's own score scale of layer `layer`, exactly: OverSqrt(c, d_head) (c/sqrt(d_head))
-    or a Fraction.  Every family multiplies Q K^T by d_head^-1/2 except GPT-2 with
-    scale_attn_weights=False (1) and scale_attn_by_inverse_layer_idx=True (an extra 1/(layer+1))."""
-    if family.name == "gpt2":
+    or a Fraction.  Every family multiplies Q K^T by d_head^-1/2 except, where family.scale_options,
+    with scale_attn_weights=False (1) and scale_attn_by_inverse_layer_idx=True (an extra 1/(layer+1))."""
+    if family.scale_options:
         c = Fraction(1, layer + 1) if getattr(config, "scale_attn_by_inverse_layer_idx", False) else Fraction(1)
         return OverSqrt(c, Fraction(d_head)) if getattr(config, "scale_attn_weights", True) else c
     return OverSqrt(Fraction(1), Fraction(d_head))
@@ -129,25 +139,19 @@ def times(beta, m):
 
 def window(family, config, layer):
     """The sliding window of a decoder layer (keys i - w < j <= i visible to query i), or None."""
-    if family.name == "mistral":
+    types = getattr(config, "layer_types", None) or []
+    if family.window == "every layer" or (family.window == "layer_types" and layer < len(types)
+                                          and types[layer] == "sliding_attention"):
         return getattr(config, "sliding_window", None)
-    if family.name == "qwen2":
-        types = getattr(config, "layer_types", None) or []
-        if layer < len(types) and types[layer] == "sliding_attention":
-            return getattr(config, "sliding_window", None)
     return None
 
 
 def max_length(family, config):
     """The longest sequence the model's position embeddings allow, or None (ALiBi has no limit).
-    RoBERTa and MPNet number positions from padding_idx + 1, so two of their slots are unusable."""
-    if family.name == "bloom":
-        return None
+    A family that numbers positions from padding_idx + 1 (RoBERTa, MPNet) cannot use the first padding_idx + 1."""
     mpe = getattr(config, "max_position_embeddings", None)
-    if mpe is None:
+    if not family.position_limit or mpe is None:
         return None
-    if family.name == "roberta":
-        return int(mpe) - int(getattr(config, "pad_token_id", 1) or 0) - 1
-    if family.name == "mpnet":
-        return int(mpe) - 2                    # MPNetEmbeddings.padding_idx = 1
-    return int(mpe)
+    p = family.padding_idx
+    p = (getattr(config, p, 1) or 0) if isinstance(p, str) else p
+    return int(mpe) - (0 if p is None else int(p) + 1)

@@ -213,7 +213,6 @@ def _short(value):
 
 # ---------------------------------------------------------------- GGUF files
 
-GGUF_ARCHITECTURES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "gpt2": "gpt2", "bloom": "bloom"}
 GGUF_LIMIT = 1 << 16             # tensors and metadata entries a GGUF header may declare
 GGUF_SIZE_KEYS = {               # quantity -> the key after "<architecture>."
     "layers": "block_count", "heads": "attention.head_count", "key/value heads": "attention.head_count_kv",
@@ -297,9 +296,9 @@ def check_gguf(path):
     except Exception as e:                   # the gguf library's own checks: offsets, types, truncation
         raise ModelError(f"{path}: not a valid GGUF file ({str(e).splitlines()[0][:160] if str(e) else type(e).__name__})") from None
     arch = meta.get("general.architecture")
-    if not isinstance(arch, str) or arch not in GGUF_ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in fam.GGUF:
         raise ModelError(f"{path}: general.architecture {_short(arch)} is not supported; certkit reads GGUF files of "
-                         f"{', '.join(sorted(GGUF_ARCHITECTURES))}")
+                         f"{', '.join(sorted(fam.GGUF))}")
     found = [(q, f"{arch}.{key}", meta[f"{arch}.{key}"]) for q, key in GGUF_SIZE_KEYS.items()
              if meta.get(f"{arch}.{key}") is not None]
     if vocabulary is not None:
