@@ -7,27 +7,15 @@ Every producer returns a new Head holding exactly the numbers the compressed mod
 with (dequantised values are exact binary64 numbers, so the certificate states them exactly);
 nothing here is trusted: the kernel recomputes both attentions from the certificate.
 
-Methods (`method(head, spec)` reads the command-line spelling):
-
-    kv:q4_0 | kv:k=q8_0,v=q4_0              a KV cache as an engine stores it: keys (and values) in a
-                                            format of certkit.kvcache (q8_0, q4_0, q4_1, q5_0, q5_1,
-                                            fp8_e4m3, fp8_e5m2, int8); queries are never cached (kv)
-    quant:int8 | quant:int4 | quant:fp8     queries and keys quantised together, one scale per channel
-                                            over the whole sequence (quantize; not an engine's cache format)
-    lowrank:k=16 [,of=keys|logits]          rank-k keys or rank-k logits (lowrank)
-    evict:sinks=4,window=64 [,heavy=8]      an evicted KV cache of a causal or sliding-window head as it
-                                            streams: StreamingLLM, with heavy= H2O online (evict,
-                                            certkit.streaming); evict:keep=0-15,40 keeps a list (any head)
-    kivi:bits=2,group=32,residual=32        KIVI: keys per channel, values per token, b-bit groups with a
-                                            zero point, a full-precision residual (output level: values)
-    window:w=128                            sliding-window attention (window)
-    topk:k=32                               top-k attention per row (topk)
+Methods: METHODS, one row each (its name and parameters, an example spelling, what it models, its
+producer and the cost of a setting); `certkit compare --help` prints them, docs/api.md's table says
+what each models and what it does not.  Adding one: CONTRIBUTING.md.
 
 A sweep spells a range: lowrank:k=4..64 doubles k from 4 to 64; quant:int8,int4 lists schemes.
 """
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
@@ -241,26 +229,10 @@ class Method:
     params: tuple
 
     def apply(self, head: Head) -> Head:
-        f, p = self.family, dict(self.params)
-        if f == "kv":
-            return kv(head, p.get("k"), p.get("v"))
-        if f == "quant":
-            return quantize(head, p["scheme"])
-        if f == "lowrank":
-            return lowrank(head, p["k"], p.get("of", "keys"))
-        if f == "evict":
-            if "keep" in p:
-                return keep(head, p["keep"])
-            return evict(head, p.get("sinks", 0), p.get("window", 0), p.get("heavy", 0))
-        if f == "window":
-            return window(head, p["w"])
-        if f == "kivi":
-            return streaming.kivi(head, p.get("bits", 2), p.get("group", 32), p.get("residual", 32))
-        return topk(head, p["k"])
+        row = METHODS[self.family]
+        return row.producer(head, {**row.defaults, **dict(self.params)})
 
 
-FAMILIES = {"kv": ("k", "v"), "quant": (), "lowrank": ("k", "of"), "evict": ("sinks", "window", "heavy", "keep"),
-            "window": ("w",), "topk": ("k",), "kivi": ("bits", "group", "residual")}
 BITS = {"int8": 8, "int4": 4, "fp8": 8}
 
 
@@ -270,29 +242,23 @@ def parse_methods(text: str) -> list[Method]:
     out: list[Method] = []
     for part in filter(None, (p.strip() for p in text.split(";"))):
         fam, _, rest = part.partition(":")
-        if fam not in FAMILIES:
-            raise MethodError(f"--method {part!r}: unknown method {fam!r} (use {', '.join(FAMILIES)})")
-        if fam == "kv":
-            out += _kv_methods(part, rest)
-            continue
-        if fam == "quant":
-            schemes = [s.strip() for s in rest.split(",") if s.strip()] or ["int8"]
-            for s in schemes:
-                if s not in BITS:
-                    raise MethodError(f"--method {part!r}: unknown scheme {s!r} (use int8, int4 or fp8)")
-                out.append(Method(f"quant:{s}", fam, BITS[s], (("scheme", s),)))
+        row = METHODS.get(fam)
+        if row is None:
+            raise MethodError(f"--method {part!r}: unknown method {fam!r} (use {', '.join(METHODS)})")
+        if row.parse is not None:
+            out += row.parse(part, rest)
             continue
         fixed, ranged = {}, None
         for item in _items(rest):
             key, eq, val = item.partition("=")
-            if not eq or key not in FAMILIES[fam]:
-                raise MethodError(f"--method {part!r}: expected key=value with key among {', '.join(FAMILIES[fam])}")
-            if key == "of":
+            if not eq or key not in row.params:
+                raise MethodError(f"--method {part!r}: expected key=value with key among {', '.join(row.params)}")
+            if row.params[key] == "text":
                 fixed[key] = val
-            elif key == "keep":
-                kept = parse_indices(val, f"--method {part!r}: keep")
+            elif row.params[key] == "indices":
+                kept = parse_indices(val, f"--method {part!r}: {key}")
                 if kept == "all":
-                    raise MethodError(f"--method {part!r}: keep=all keeps every key (nothing is evicted)")
+                    raise MethodError(f"--method {part!r}: {key}=all keeps every key (nothing is evicted)")
                 fixed[key] = tuple(kept)
             elif ".." in val:
                 if ranged:
@@ -302,15 +268,13 @@ def parse_methods(text: str) -> list[Method]:
                 fixed[key] = _int(val, part)
         for v in ranged[1] if ranged else [None]:
             p = dict(fixed, **({ranged[0]: v} if ranged else {}))
-            if fam in ("lowrank", "topk") and "k" not in p or fam == "window" and "w" not in p:
-                raise MethodError(f"--method {part!r}: missing {'w' if fam == 'window' else 'k'}=")
-            spec = f"{fam}:" + ",".join(f"{k}={_ranges(np.array(v)) if k == 'keep' else v}" for k, v in p.items())
-            if fam == "kivi":
-                p = {"bits": 2, "group": 32, "residual": 32} | p
-                spec = "kivi:" + ",".join(f"{k}={v}" for k, v in p.items())
-            cost = (len(p["keep"]) if "keep" in p else p.get("sinks", 0) + p.get("window", 0) + p.get("heavy", 0)) \
-                if fam == "evict" else p["w"] if fam == "window" else p["bits"] if fam == "kivi" else p["k"]
-            out.append(Method(spec, fam, cost, tuple(sorted(p.items()))))
+            missing = [k for k in row.required if k not in p]
+            if missing:
+                raise MethodError(f"--method {part!r}: missing {missing[0]}=")
+            p = row.defaults | p                     # kivi: every parameter spelled out
+            spec = f"{fam}:" + ",".join(f"{k}={_ranges(np.array(v)) if row.params[k] == 'indices' else v}"
+                                        for k, v in p.items())
+            out.append(Method(spec, fam, row.cost(p), tuple(sorted(p.items()))))
     if not out:
         raise MethodError("--method: no method given")
     return out
@@ -335,6 +299,16 @@ def _kv_methods(part: str, rest: str) -> list[Method]:
         bits = [KV_FORMATS[f].bits for f in p.values()]
         return [Method(kv_spec(p.get("k"), p.get("v")), "kv", sum(bits) / len(bits), tuple(sorted(p.items())))]
     return [Method(f"kv:{fmt(s)}", "kv", KV_FORMATS[s].bits, (("k", s), ("v", s))) for s in items]
+
+
+def _quant_methods(part: str, rest: str) -> list[Method]:
+    """quant:int8 (the default scheme), quant:int8,int4 (two settings)."""
+    out = []
+    for s in [s.strip() for s in rest.split(",") if s.strip()] or ["int8"]:
+        if s not in BITS:
+            raise MethodError(f"--method {part!r}: unknown scheme {s!r} (use int8, int4 or fp8)")
+        out.append(Method(f"quant:{s}", "quant", BITS[s], (("scheme", s),)))
+    return out
 
 
 def _items(rest: str) -> list[str]:
@@ -362,3 +336,57 @@ def _doubling(val: str, part: str) -> list[int]:
     while out[-1] * 2 <= hi:
         out.append(out[-1] * 2)
     return out if out[-1] == hi else out + [hi]
+
+
+# ------------------------------------------------------------------ the registry: one row per method
+@dataclass(frozen=True)
+class Compressor:
+    """One compression method, one row of METHODS (adding one: CONTRIBUTING.md)."""
+    name: str                          # the spelling's prefix: name:key=value,...
+    example: str                       # spellings shown in the --method help
+    models: str                        # what it models, one line (the --method help; docs/api.md says more)
+    producer: Callable[[Head, dict], Head]      # (head, parameters) -> the replacement A'
+    cost: Callable[[dict], float] | None = None  # a setting's cost, comparable within the method: smaller is cheaper
+    params: dict = field(default_factory=dict)   # parameter -> "int" (a range a..b doubles), "text" or "indices"
+    required: tuple = ()               # parameters a spelling must give
+    defaults: dict = field(default_factory=dict)  # parameters filled in (and spelled out in the setting's name)
+    parse: Callable[[str, str], list] | None = None  # (spelling, what follows "name:") -> [Method]: its own syntax
+
+
+def _evict_or_keep(head: Head, p: dict) -> Head:
+    if "keep" in p:
+        return keep(head, p["keep"])
+    return evict(head, p.get("sinks", 0), p.get("window", 0), p.get("heavy", 0))
+
+
+METHODS = {m.name: m for m in (
+    Compressor("kv", "kv:q4_0 | kv:k=q8_0,v=q4_0",
+               f"a KV cache as an engine stores it, keys and values in a format of certkit.kvcache "
+               f"({', '.join(KV_FORMATS)}), queries never cached",
+               lambda h, p: kv(h, p.get("k"), p.get("v")), parse=_kv_methods),
+    Compressor("quant", "quant:int8 | quant:int4 | quant:fp8",
+               "queries and keys quantised together, one scale per channel (fp8: per tensor) over the whole sequence, "
+               "not an engine's cache format", lambda h, p: quantize(h, p["scheme"]), parse=_quant_methods),
+    Compressor("lowrank", "lowrank:k=16 [,of=logits]", "rank-k keys (their best k-dimensional subspace) or logits",
+               lambda h, p: lowrank(h, p["k"], p.get("of", "keys")), lambda p: p["k"], {"k": "int", "of": "text"},
+               ("k",)),
+    Compressor("evict", "evict:sinks=4,window=64 [,heavy=8] | evict:keep=0-15,40",
+               "an evicted KV cache of a causal or sliding-window head as it streams, StreamingLLM or with heavy= "
+               "H2O online, or with keep= a fixed list of keys (any head)", _evict_or_keep,
+               lambda p: len(p["keep"]) if "keep" in p else p.get("sinks", 0) + p.get("window", 0) + p.get("heavy", 0),
+               {"sinks": "int", "window": "int", "heavy": "int", "keep": "indices"}),
+    Compressor("window", "window:w=128", "sliding-window attention (an encoder: the w keys centred on each query)",
+               lambda h, p: window(h, p["w"]), lambda p: p["w"], {"w": "int"}, ("w",)),
+    Compressor("topk", "topk:k=32", "top-k attention per row", lambda h, p: topk(h, p["k"]), lambda p: p["k"],
+               {"k": "int"}, ("k",)),
+    Compressor("kivi", "kivi:bits=2,group=32,residual=32",
+               "KIVI, keys per channel and values per token in b-bit groups with a zero point, a full-precision "
+               "residual (output level: needs values)",
+               lambda h, p: streaming.kivi(h, p["bits"], p["group"], p["residual"]), lambda p: p["bits"],
+               {"bits": "int", "group": "int", "residual": "int"}, defaults={"bits": 2, "group": 32, "residual": 32}),
+)}
+
+
+def methods_help() -> str:
+    """The methods as `certkit compare --method` lists them: "example: what it models; ..."."""
+    return "; ".join(f"{m.example}: {m.models}" for m in METHODS.values())

@@ -50,7 +50,7 @@ def test_expected_lists_every_file():
     assert on_disk == set(EXPECTED)
     assert {e["verdict"] for e in EXPECTED.values()} == {"VERIFIED", "REJECTED", "MALFORMED", "UNSUPPORTED"}
     specs = {load(os.path.join(DISTANCE, n))["provenance"]["method"] for n in golden("VERIFIED")}
-    assert {s.split(":")[0] for s in specs} == set(compress.FAMILIES) - {"kivi"}    # kivi: output level only
+    assert {s.split(":")[0] for s in specs} == set(compress.METHODS) - {"kivi"}    # kivi: output level only
     for part in ("kv:", "quant:int8", "quant:int4", "quant:fp8", "of=logits", "evict:sinks=", "evict:keep=", "window:w=",
                  "topk:k="):
         assert any(part in s for s in specs), part
@@ -161,7 +161,7 @@ def methods(head, rng):
                f"evict:keep={','.join(map(str, keep))}", f"window:w={rng.integers(1, N + 1)}",
                f"topk:k={rng.integers(1, N + 1)}"]
     found = compress.parse_methods(";".join(spelled))
-    assert {m.family for m in found} == set(compress.FAMILIES) - {"kivi"}     # kivi: output level (test_streaming)
+    assert {m.family for m in found} == set(compress.METHODS) - {"kivi"}     # kivi: output level (test_streaming)
     return found
 
 

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from ..comparison.run import CompareError, compare_heads, layers_of
 from ..comparison.summary import cheapest, quantity, short
-from ..compress import parse_methods
+from ..compress import methods_help, parse_methods
 from ..driver import parse_synthetic, read_model_heads
 from ..head import Head
 from ..numbers import decimal, parse_beta, parse_distance, parse_output_eps
@@ -35,12 +35,9 @@ def add_arguments(p):
                    help="a synthetic head FAMILY[:n=..,N=..,d=..,beta=..,seed=..] as for certkit certify (repeatable)")
     p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
     p.add_argument("--method", action="append", required=True, metavar="SPEC",
-                   help="a compression setting, repeatable or ';'-separated: quant:int8, quant:int4, quant:fp8 "
-                        "(queries and keys; quant:int8,int4 lists several), lowrank:k=16 (rank-k keys; ,of=logits "
-                        "for rank-k logits), evict:sinks=4,window=64 (a KV cache keeping attention sinks and a "
-                        "recent window; ,heavy=8 adds the 8 keys of largest attention mass; evict:keep=0-15,40 a "
-                        "fixed list), window:w=128 (sliding window), topk:k=32. A range a..b doubles from a to b: "
-                        "lowrank:k=4..64, evict:sinks=4,window=16..512")
+                   help=f"a compression setting, repeatable or ';'-separated: {methods_help()}. A list "
+                        "quant:int8,int4 gives several settings; a range a..b doubles from a to b: lowrank:k=4..64, "
+                        "evict:sinks=4,window=16..512")
     p.add_argument("--eps", default=None, help="a tolerance (exact, e.g. 1/4): the summary names per head and method "
                    "the cheapest setting whose certified error is <= eps")
     p.add_argument("--lower", action="store_true", help="with --eps: also certify r_eps(A) >= m (the lower search), "
