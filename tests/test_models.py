@@ -22,7 +22,7 @@ from certkit.cli import main  # noqa: E402
 from certkit.errors import UserError  # noqa: E402
 from certkit.head import Head, RowMask  # noqa: E402
 from certkit.choices import check  # noqa: E402
-from certkit.models import families, heads_from_model  # noqa: E402
+from certkit.models import capturing, families, heads_from_model  # noqa: E402
 from certkit.numbers import OverSqrt  # noqa: E402
 
 V, HIDDEN, LAYERS, HEADS, D = 96, 32, 2, 4, 8
@@ -167,7 +167,7 @@ def test_capture_keeps_no_probabilities(folders, monkeypatch, name):
     """When a block of probabilities arrives, the blocks before it are already free: certkit keeps
     no reference to them (the memory of a capture is one block of probabilities plus Q and K)."""
     import weakref
-    seen, recording = [], ex._recording
+    seen, recording = [], capturing._recording
 
     def watching(model, info, want, on_layer, on_probs):
         def on(l, rows, P):
@@ -175,7 +175,7 @@ def test_capture_keeps_no_probabilities(folders, monkeypatch, name):
             seen.append(weakref.ref(P))
             on_probs(l, rows, P)
         return recording(model, info, want, on_layer, on)
-    monkeypatch.setattr(ex, "_recording", watching)
+    monkeypatch.setattr(capturing, "_recording", watching)
     hs = heads_from_model(folders[name], tokens=TOKENS, length=24)
     assert len(seen) == LAYERS and len(hs) == LAYERS * HEADS
 
@@ -198,7 +198,7 @@ def test_attention_runs_in_row_blocks(folders, monkeypatch, name):
     one = heads_from_model(folders[name], tokens=TOKENS, length=40, dtype="float64")
     assert calls == [40] * LAYERS
     calls.clear()
-    monkeypatch.setattr(ex, "ROW_BLOCK", HEADS * 7 * 40)            # 7 rows a call: 40 = 5 x 7 + 5
+    monkeypatch.setattr(capturing, "ROW_BLOCK", HEADS * 7 * 40)            # 7 rows a call: 40 = 5 x 7 + 5
     blocks = heads_from_model(folders[name], tokens=TOKENS, length=40, dtype="float64")
     assert calls == [7, 7, 7, 7, 7, 5] * LAYERS
     assert max(h.provenance["reconstruction_max_abs_diff"] for h in blocks) <= 1e-12
@@ -208,7 +208,7 @@ def test_attention_runs_in_row_blocks(folders, monkeypatch, name):
 
 
 def test_capture_reports_each_layer_once_when_all_its_rows_are_checked(folders, monkeypatch):
-    monkeypatch.setattr(ex, "ROW_BLOCK", HEADS * 7 * 40)
+    monkeypatch.setattr(capturing, "ROW_BLOCK", HEADS * 7 * 40)
     model, _, info = ex.load(folders["qwen2"])
     done = []
     c = ex.capture(model, info, [int(t) for t in TOKENS[:40]], layers=[1, 0], progress=done.append)

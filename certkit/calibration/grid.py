@@ -107,7 +107,7 @@ def bridge(h, eps_list, geo=None):
 
 def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     """All eps of one (head, multiplier): {"rows": one row per eps, the bridge's curves (bridge()),
-    "seconds"}.  head: the model's Head at length L (models.extract.head: its provenance names
+    "seconds"}.  head: the model's Head at length L (certkit.models.rebuild.head: its provenance names
     model, layer, head and length); beta becomes multiplier / sqrt(d_head).  geo:
     geometry.profile_geometry of the head when the caller shares it between multipliers."""
     t0 = time.perf_counter()
@@ -216,19 +216,22 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     groups are one task for certkit.parallel.run (workers processes, or a Dask scheduler).  lock: the
     folder's certkit.outputs.FolderLock, acquired as soon as the folder exists (the caller releases it).
     text or tokens: the input instead of the built-in text (window 0 of each length, the tokenizer's
-    own special tokens; certkit.models.extract.inputs)."""
-    from ..models import extract as ex
-    model, tok, info = ex.load(model_spec)          # a folder, a GGUF file or a built-in name, as certify --model
+    own special tokens; certkit.models.tokens.inputs)."""
+    from ..models.capturing import capture
+    from ..models.loading import load
+    from ..models.rebuild import head, reconstruction_error
+    from ..models.tokens import builtin_text, inputs, sha256_of, token_window
+    model, tok, info = load(model_spec)          # a folder, a GGUF file or a built-in name, as certify --model
     layers, heads = (list(range(info[what])) if idx == "all" else in_range(idx, info[what], what)
                      for what, idx in (("layers", layers), ("heads", heads)))
     if text is None and tokens is None and not info["decoder"]:     # the encoder grid's [CLS] text [SEP] windows
-        _, sha = ex.text()
+        _, sha = builtin_text()
         source = "pydoc_data.topics (sorted keys)"
-        window = lambda L: ex.token_window(tok, info["kind"], L)
+        window = lambda L: token_window(tok, info["kind"], L)
     else:       # your input, or a decoder's built-in text: each length tokenised once, its own special tokens
-        window = functools.lru_cache(maxsize=None)(lambda L: ex.inputs(tok, info, text, tokens, L)[0])
-        sha = ex.text()[1] if text is None and tokens is None else \
-            ex.sha256_of(text) if text is not None else ex.sha256_of(ids=np.asarray(tokens).reshape(-1))
+        window = functools.lru_cache(maxsize=None)(lambda L: inputs(tok, info, text, tokens, L)[0])
+        sha = builtin_text()[1] if text is None and tokens is None else \
+            sha256_of(text) if text is not None else sha256_of(ids=np.asarray(tokens).reshape(-1))
         source = "pydoc_data.topics (sorted keys)" if text is None and tokens is None else \
             "--text" if text is not None else "--tokens"
         window(min(lengths))                 # a bad input (too short, no tokenizer) fails before any work
@@ -246,8 +249,8 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
     cert_dir = os.path.join(out, "certificates")
     recon, todo = [], []
     for L in lengths:
-        c = ex.capture(model, info, window(L), layers=layers)
-        recon.append({"L": L, "max_abs_diff_float32_model": ex.reconstruction_error(c)})
+        c = capture(model, info, window(L), layers=layers)
+        recon.append({"L": L, "max_abs_diff_float32_model": reconstruction_error(c)})
         for l in layers:
             for h in heads:
                 paths = {m: group_path(out, L, l, h, m) for m in mults}
@@ -255,7 +258,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
                 stale = [str(m) for m in mults if str(m) not in left and stale_bridge(paths[m])]
                 for ms, redo in ((left, False), (stale, True)):
                     if ms:
-                        todo.append({"head": ex.head(c, l, h), "multipliers": ms, "eps": [str(e) for e in eps_list],
+                        todo.append({"head": head(c, l, h), "multipliers": ms, "eps": [str(e) for e in eps_list],
                                      "cert_dir": cert_dir, "out": out, "text_sha256": sha, "refresh": redo})
     recon.append({"L": lengths[0], "max_abs_diff_float64_model": float64_check(model, info, window(lengths[0]))})
     total = len(lengths) * len(layers) * len(heads) * len(mults)
@@ -304,7 +307,8 @@ def in_range(idx, limit, what):
 def float64_check(model, info, ids):
     """max |rebuild - attention| with the model in float64 on the token ids (expected 0 up to float64 rounding)."""
     import copy
-    from ..models import extract as ex
+    from ..models.capturing import capture
+    from ..models.rebuild import reconstruction_error
     m64 = copy.deepcopy(model).double()
-    c = ex.capture(m64, info, ids)
-    return ex.reconstruction_error(c)
+    c = capture(m64, info, ids)
+    return reconstruction_error(c)

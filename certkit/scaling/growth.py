@@ -92,9 +92,9 @@ def task(t, say=None):
 def load(spec, heads, encoder=False):
     """(model, tokenizer, info) of the decoder (--model) or of the encoder series (--encoder-model),
     its kind and the heads checked (UserError naming the option)."""
-    from ..models import extract as ex
+    from ..models import loading
     flag, heads_flag = ("--encoder-model", "--encoder-heads") if encoder else ("--model", "--growth-heads")
-    mdl, tok, info = ex.load(spec)
+    mdl, tok, info = loading.load(spec)
     if not encoder and not info["decoder"]:
         raise UserError(f"--model {spec}: {info['family']} is an encoder; the causal growth law needs a decoder "
                         "(encoder heads go beside it with --encoder-model)")
@@ -130,11 +130,13 @@ def reusable(rows, settings, budget, out):
 def plan(mdl, tok, info, heads, lengths, eps, out, budget=None, sub=""):
     """(rows read back, tasks to run) of one series: every (head, n), its certificates under
     out/certificates/causal-real[/sub]/l<l>-h<h>/n<n>."""
-    from ..models import extract as ex
+    from ..models.capturing import capture
+    from ..models.rebuild import model_heads
+    from ..models.tokens import builtin_text, inputs
     root = os.path.join("certificates", "causal-real", *([sub] if sub else []))
     # a point is read back only when it was certified with the same model file, text and eps
     settings = {"eps": str(eps), "model": info["name"], "model_sha256": info.get("sha256"),
-                "text_sha256": ex.builtin_text()[1]}
+                "text_sha256": builtin_text()[1]}
     rows_name = f"rows-eps{tag(eps)}.json"
     done, todo = [], []
     for n in lengths:
@@ -152,10 +154,10 @@ def plan(mdl, tok, info, heads, lengths, eps, out, budget=None, sub=""):
                 waiting.append((l, h, rel))
         if not waiting:
             continue
-        ids, sha, _ = ex.inputs(tok, info, None, None, n)
-        c = ex.capture(mdl, info, ids, layers=sorted({l for l, _, _ in waiting}))
+        ids, sha, _ = inputs(tok, info, None, None, n)
+        c = capture(mdl, info, ids, layers=sorted({l for l, _, _ in waiting}))
         for l, h, rel in waiting:
-            (hd,) = ex.model_heads(c, [l], [h], [1], sha)
+            (hd,) = model_heads(c, [l], [h], [1], sha)
             todo.append({"head": hd, "eps": eps, "folder": os.path.join(out, rel), "rel": rel,
                          "settings": settings, "rows": rows_name, "budget": budget})
     return done, todo
