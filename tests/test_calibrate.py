@@ -13,7 +13,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certkit.calibration import configs, grid, report
+from certkit.calibration import configs, grid
+from certkit.calibration import statistics as calstats
 from certkit.errors import UserError
 from certkit.head import Head
 from certkit.choices import check
@@ -172,13 +173,13 @@ def _row(**kw):
 def test_statistics_known_answers():
     rows = [_row(r_svd_int=k, R_con=3 * k + 1, lower=k) for k in range(10, 30)]
     rows += [_row(r_svd_int=32, R_con=100, lower=100)]
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert s["spearman"] == pytest.approx(1.0) and s["spearman_ci95"][1] == pytest.approx(1.0)
     assert s["share_svd_below_exact"] == pytest.approx(20 / 21) and s["full_dimensional"] == 21
     assert s["share_svd_below_exact_old"] == pytest.approx(20 / 21)      # d_head < n - 1: the definitions agree
     assert s["R_sym_computed"] == 0 and s["bridges"] == ["r_svd_int"]
     assert s["tight"] == 1 and s["median_upper_over_lower"] == pytest.approx(np.median([(3 * k + 1) / k for k in range(10, 30)] + [1.0]))
-    anti = report.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
+    anti = calstats.statistics([_row(r_svd_int=k, R_con=50 - k, lower=1) for k in range(10, 30)])
     assert anti["spearman"] == pytest.approx(-1.0)
 
 

@@ -103,7 +103,7 @@ def test_two_certify_runs_never_mix_a_folder(tmp_path):
 def test_calibrate_takes_the_lock_once_its_folder_exists(tmp_path, monkeypatch):
     """calibrate() holds the folder lock from run_grid's folder creation to its summary."""
     from certkit import calibration as cal
-    from certkit.calibration import grid, report
+    from certkit.calibration import grid, summary
     from certkit.errors import OutputError
     from certkit.outputs import FolderLock
     out = tmp_path / "cal"
@@ -118,7 +118,7 @@ def test_calibrate_takes_the_lock_once_its_folder_exists(tmp_path, monkeypatch):
         seen["locked"] = True
         return 0, 0, {}
     monkeypatch.setattr(grid, "run_grid", fake_grid)
-    monkeypatch.setattr(report, "write_summary", lambda out_, plots: ([], {}))
+    monkeypatch.setattr(summary, "write_summary", lambda out_, plots: ([], {}))
     cal.calibrate(out=str(out), layers="0", heads="0", lengths="64", multipliers="1", eps="1/4")
     assert seen["locked"]
     FolderLock(out).acquire().release()                  # released at the end

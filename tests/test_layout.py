@@ -210,3 +210,23 @@ def test_the_layout_of_docs_design_md_names_every_module_and_holds_every_name():
     paths = {n for n in named if "/" in n}
     absent = sorted(n for n in named - paths if n not in tree) + sorted(p for p in paths if not (ROOT / p).exists())
     assert not absent, f"docs/design.md's layout names what the tree does not hold: {absent}"
+
+
+# ---------------------------------------------------------------- function length
+
+LONGEST = 80       # lines of a function (its def line to its last line, docstring included)
+
+
+def long_functions(tree, limit=LONGEST):
+    """'name (n lines)' for each function or method of an ast tree longer than limit lines, nested ones
+    included (a nested function counts inside its parent too)."""
+    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_no_function_is_longer_than_80_lines():
+    src = "def short():\n    return 1\n\n\ndef long():\n" + "    x = 1\n" * 80 + "    return x\n"
+    assert long_functions(ast.parse(src)) == ["long (82 lines)"]
+    found = [f"{p.relative_to(ROOT)}: {f}" for p in sorted(PACKAGE.rglob("*.py"))
+             for f in long_functions(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not found, f"functions over {LONGEST} lines (split them into named steps):\n" + "\n".join(found)

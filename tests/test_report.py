@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from certkit import cli
-from certkit.calibration import configs, report
+from certkit.calibration import configs, plots, summary
+from certkit.calibration import statistics as calstats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,7 +49,7 @@ def test_weighted_ranks_are_the_midranks_of_the_expanded_data():
     rng = np.random.default_rng(5)
     v = rng.integers(0, 6, 40).astype(float)            # many ties
     W = rng.integers(0, 4, (3, 40)).astype(float)
-    R = report.weighted_ranks(v, W)
+    R = calstats.weighted_ranks(v, W)
     for b in range(3):
         expanded = np.repeat(v, W[b].astype(int))
         ranks = stats.rankdata(expanded)                  # scipy's average ranks of the multiset
@@ -61,7 +62,7 @@ def test_weighted_spearman_equals_scipy_on_the_expanded_data():
     rng = np.random.default_rng(6)
     x, y = rng.integers(0, 9, 50).astype(float), rng.integers(0, 9, 50).astype(float) + 0.3 * np.arange(50)
     W = rng.integers(0, 3, (4, 50)).astype(float)
-    got = report.spearman_weighted(x, y, W)
+    got = calstats.spearman_weighted(x, y, W)
     for b in range(4):
         k = W[b].astype(int)
         assert got[b] == pytest.approx(stats.spearmanr(np.repeat(x, k), np.repeat(y, k)).statistic, abs=1e-12)
@@ -69,7 +70,7 @@ def test_weighted_spearman_equals_scipy_on_the_expanded_data():
 
 def test_pooled_per_m_and_within_m_known_answers():
     rows = simpson_rows()
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     x = [r["r_svd_int"] for r in rows]
     y = [r["R_con"] for r in rows]
     assert s["spearman"] == pytest.approx(stats.spearmanr(x, y).statistic)
@@ -96,7 +97,7 @@ def test_rank_within_m_is_not_the_pooled_correlation():
         sel = [r for r in rows if r["multiplier"] == m]
         rx += list(stats.rankdata([r["r_svd_int"] for r in sel]))
         ry += list(stats.rankdata([r["R_con"] for r in sel]))
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert s["spearman_within_m"] == pytest.approx(stats.pearsonr(rx, ry).statistic, abs=1e-12)
 
 
@@ -104,15 +105,15 @@ def test_cluster_bootstrap_is_seeded_and_resamples_heads():
     rng = np.random.default_rng(3)
     rows = [row(layer=l, head=h, m=m, eps=e, r_svd_int=int(rng.integers(5, 30)), R_con=int(rng.integers(1, 50)))
             for l in range(2) for h in range(5) for m in MS for e in ("1/4", "7/20")]
-    a, b = report.statistics(rows, seed=7), report.statistics(rows, seed=7)
+    a, b = calstats.statistics(rows, seed=7), calstats.statistics(rows, seed=7)
     assert a == b                                                   # deterministic under a seed
-    assert report.statistics(rows, seed=8)["spearman_ci95"] != a["spearman_ci95"]
+    assert calstats.statistics(rows, seed=8)["spearman_ci95"] != a["spearman_ci95"]
     # each configuration repeated 4 times inside its head: the same heads, so the same interval
     # (a bootstrap over configurations would shrink it by about 2)
-    s4 = report.statistics([dict(r) for r in rows for _ in range(4)], seed=7)
+    s4 = calstats.statistics([dict(r) for r in rows for _ in range(4)], seed=7)
     assert s4["spearman"] == pytest.approx(a["spearman"])
     assert s4["spearman_ci95"] == pytest.approx(a["spearman_ci95"])
-    one = report.statistics([r for r in rows if r["layer"] == 0 and r["head"] == 0])
+    one = calstats.statistics([r for r in rows if r["layer"] == 0 and r["head"] == 0])
     assert one["spearman_breakdown"]["r_svd_int"]["pooled"]["heads"] == 1 and one.get("spearman_ci95") is None
 
 
@@ -124,7 +125,7 @@ def test_statistics_of_many_rows_take_seconds():
             for L in (64, 128, 256) for l in range(12) for h in range(12) for m in ("1/4", "1/2", "1", "2", "4")
             for e in ("3/20", "1/4", "7/20")]
     t = time.perf_counter()
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert time.perf_counter() - t < 20 and s["configurations"] == 6480 and s["heads"] == 144
 
 
@@ -134,14 +135,14 @@ def test_full_dimensional_definitions():
             row(L=64, d_head=64, r_exact=63, r_svd_int=63),
             row(L=128, d_head=64, r_exact=64, r_svd_int=60),          # full under both
             row(L=128, d_head=64, r_exact=60, r_svd_int=50)]          # full under neither
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert s["full_dimensional"] == 3 and s["share_svd_below_exact"] == pytest.approx(2 / 3)
     assert s["full_dimensional_old"] == 1 and s["share_svd_below_exact_old"] == pytest.approx(1.0)
     assert "min(d_head, n − 1)" in s["definitions"]["full_dimensional"]
     assert "bridges" in s and s["bridges"] == ["r_svd_int"] and "spearman_bias" not in s and "full_rank_bias" not in s
     biased = [dict(r, r_exact_bias=eb, r_svd_int_bias=sb, sink_mass=0.1) for r, (eb, sb) in
               zip(rows, [(63, 50), (63, 63), (127, 100), (120, 100)])]
-    s = report.statistics(biased)
+    s = calstats.statistics(biased)
     assert s["bridges"] == ["r_svd_int", "r_svd_int_bias"]
     assert s["full_rank_bias"] == 3 and s["share_svd_below_exact_bias"] == pytest.approx(2 / 3)
 
@@ -149,7 +150,7 @@ def test_full_dimensional_definitions():
 def test_sink_mass_median_per_m():
     rows = [row(head=h, m=m, sink_mass=v, r_svd_int_bias=10, r_exact_bias=32)
             for m, vals in (("1", [0.1, 0.2, 0.9]), ("4", [0.5, 0.7, 0.8])) for h, v in enumerate(vals)]
-    assert report.statistics(rows)["sink_mass_by_m"] == pytest.approx({"1": 0.2, "4": 0.7})
+    assert calstats.statistics(rows)["sink_mass_by_m"] == pytest.approx({"1": 0.2, "4": 0.7})
 
 
 META = {"model": "fake", "info": {"class": "FakeModel", "layers": 2, "heads": 4, "d_head": 64}, "text": "t",
@@ -165,9 +166,9 @@ def meta_of(rows):
 
 def test_one_length_run_names_what_the_share_is_not_defined_for():
     rows = [dict(r, d_head=64, r_exact=63) for r in simpson_rows()]     # L = 64 < d_head + 1: old share empty
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert s["full_dimensional_old"] == 0 and s["share_svd_below_exact_old"] is None
-    md = report.summary_markdown(meta_of(rows), s, rows)
+    md = summary.summary_markdown(meta_of(rows), s, rows)
     assert "(of 0)" not in md and "not defined" in md and "r_exact = d_head = 64" in md
     assert f"(of {len(rows)})" in md                                    # the new definition covers them all
 
@@ -175,19 +176,19 @@ def test_one_length_run_names_what_the_share_is_not_defined_for():
 def test_a_constant_bridge_says_why_spearman_is_undefined():
     """At L = 512 every MiniLM head has r_SVD_int = d_head: no rank correlation, and the summary says why."""
     rows = [row(layer=l, head=h, r_svd_int=32, R_con=5 + l + h) for l in range(2) for h in range(3)]
-    s = report.statistics(rows)
+    s = calstats.statistics(rows)
     assert s["spearman_breakdown"]["r_svd_int"]["pooled"]["rho"] is None
-    assert "— (r_SVD_int is constant)" in report.summary_markdown(meta_of(rows), s, rows)
+    assert "— (r_SVD_int is constant)" in summary.summary_markdown(meta_of(rows), s, rows)
 
 
 def test_no_claim_about_r_sym_when_none_was_computed():
     rows = simpson_rows()
-    md = report.summary_markdown(meta_of(rows), report.statistics(rows), rows)
+    md = summary.summary_markdown(meta_of(rows), calstats.statistics(rows), rows)
     assert "R_sym" in md and "no claim" in md
     assert not re.search(r"R_sym[^.]*(is VERIFIED|below n in|is a kernel-VERIFIED)", md)
     assert "and so is every R_sym" not in md
     rows = [dict(r, R_sym=r["n"]) for r in rows]
-    md = report.summary_markdown(meta_of(rows), report.statistics(rows), rows)
+    md = summary.summary_markdown(meta_of(rows), calstats.statistics(rows), rows)
     assert "VERIFIED in 24 configurations and below n in 0" in md and "no claim" not in md
 
 
@@ -195,15 +196,15 @@ def test_summary_has_the_breakdown_both_bridges_and_the_paper():
     rows = [dict(r, r_svd_int_bias=r["r_svd_int"] + 1, r_exact_bias=63, r_opt_bias=1, Gamma_bias=1.0,
                  r_exact_bias_certified_lower=63, sink_mass=0.25 * (1 + MS.index(r["multiplier"])), bridge=2)
             for r in simpson_rows()]
-    s = report.statistics(rows)
-    md = report.summary_markdown(meta_of(rows), s, rows)
+    s = calstats.statistics(rows)
+    md = summary.summary_markdown(meta_of(rows), s, rows)
     for needle in ("| pooled |", "| rank within m |", "| m = 1/4 |", "| ε = 1/4 |", "| L = 64 |", "| layer 1 |",
                    "with bias: ρ [95 % CI]", "0.574 / 0.606", "41.9 %", "sink mass", "comparable with"):
         assert needle in md, needle
     assert f"{s['spearman']:.3f}" in md and f"{s['spearman_bias']:.3f}" in md
     assert "/tmp" not in md and "http" not in md
     old = simpson_rows()                                               # rows before the bias bridge
-    md = report.summary_markdown(meta_of(old), report.statistics(old), old)
+    md = summary.summary_markdown(meta_of(old), calstats.statistics(old), old)
     assert "with bias" not in md and "r_SVD_int (bias)" not in md and "sink mass" not in md
 
 
@@ -247,7 +248,7 @@ def test_report_of_a_calibrate_folder(tmp_path, capsys):
     assert "calibrate report, 5 figures" in capsys.readouterr().out
     page = (out / "report.html").read_text()
     assert self_contained(page) == 5
-    for f in report.FIGURES:
+    for f in plots.FIGURES:
         for ext in ("png", "pdf", "svg"):
             assert (out / f"{f}.{ext}").stat().st_size > 5000, (f, ext)
     assert not (out / "svd_vs_con.png").exists()
@@ -258,7 +259,7 @@ def test_report_of_a_calibrate_folder(tmp_path, capsys):
     assert "0.574 / 0.606" in page and "41.9 %" in page and "rank within m" in page
     # the same folder gives the same bytes (page and figures)
     before = {f: (out / f).read_bytes() for f in os.listdir(out) if f.endswith((".png", ".pdf", ".svg", ".html"))}
-    for f in report.FIGURES:
+    for f in plots.FIGURES:
         (out / f"{f}.png").unlink()
     assert cli.main(["report", str(out)]) == 0
     after = {f: (out / f).read_bytes() for f in before}
@@ -269,7 +270,7 @@ def test_write_summary_on_rows_without_the_bias_bridge(tmp_path):
     out = tmp_path / "old"
     rows = [dict(r, lower=2) for r in simpson_rows()]
     write_calibrate_folder(out, rows, bias=False)
-    got, s = report.write_summary(str(out))
+    got, s = summary.write_summary(str(out))
     assert len(got) == len(rows) and s["bridges"] == ["r_svd_int"]
     header = (out / "results.csv").read_text().splitlines()[0].split(",")
     assert "r_svd_int" in header and "r_svd_int_bias" not in header and "sink_mass" not in header
@@ -322,7 +323,7 @@ def test_bad_folder(tmp_path, make, code, needle):
 def test_report_help_and_lazy_imports():
     r = subprocess.run([sys.executable, "-m", "certkit", "report", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and all(w in r.stdout for w in ("calibrate", "certify", "scale", "report.html", "64"))
-    code = "import sys, certkit.commands.report, certkit.reporting.build, certkit.calibration.report; " \
+    code = "import sys, certkit.commands.report, certkit.reporting.build, certkit.calibration.summary; " \
            "print(sorted(m for m in ('matplotlib', 'scipy', 'torch') if m in sys.modules))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

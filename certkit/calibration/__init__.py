@@ -7,7 +7,9 @@ lower bound as VERIFIED constructive certificates, Gamma and the tau_r curves.
 
     grid.py     the groups (L, layer, head, m): computing them, the worker processes
     configs.py  the finished groups on disk (atomic, resumable)
-    report.py   statistics, results.{csv,json}, SUMMARY.md and plots
+    statistics.py  Spearman(r_SVD_int, R_con) with bootstrap intervals, the shares, the sandwiches
+    summary.py  results.{csv,json} and SUMMARY.md, rebuilt from the finished groups
+    plots.py    the figures
 
 calibrate() is the one entry point: certkit.calibrate (the public API) and `certkit calibrate`
 (certkit/commands/calibrate.py) both call it.  Importing this package loads neither torch nor the
@@ -21,7 +23,7 @@ from ..errors import UserError
 from ..numbers import exact, parse_eps_list, parse_indices
 from ..threads import limited
 
-MODEL = "minilm"          # the model of the grid by default (certkit.models.extract.load)
+MODEL = "minilm"          # the model of the grid by default (certkit.models.loading.load)
 LENGTHS = (64, 128, 256)
 MULTIPLIERS = (Fraction(1, 4), Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4))
 EPS = (Fraction(15, 100), Fraction(25, 100), Fraction(35, 100))
@@ -72,16 +74,16 @@ def calibrate(model=MODEL, layers="all", heads="all", lengths=LENGTHS, multiplie
               wait=False):
     """Run (or resume) the calibration grid of a pretrained encoder: a certkit.results.CalibrateResult,
     its rows one dict per (length, layer, head, multiplier, eps) as in results.json, with .summary (the
-    statistics, report.statistics), .out (the folder used), .meta (model, grid and reconstruction
+    statistics, certkit.calibration.statistics.statistics), .out (the folder used), .meta (model, grid and reconstruction
     errors), .computed (groups computed now) and .skipped (groups already in out).
 
     model: 'minilm', 'mpnet', 'smollm2', a local folder of any family certify --model reads or a GGUF
-    file (certkit.models.extract.load); a decoder's heads keep their row mask (r_exact is then the
+    file (certkit.models.loading.load); a decoder's heads keep their row mask (r_exact is then the
     masked visible dimension, docs/mathematics.md §4.5, and R_sym None with R_sym_applicable False:
     the chain does not apply); layers, heads: 'all', '0-6', '0,3,5' or
     lists; lengths, multipliers (beta = m/sqrt(d_head)), eps: lists or comma-separated text, exact.
     out: the folder for configs, certificates, results.{csv,json} and SUMMARY.md (plots=True adds
-    the figures, PNG + PDF + SVG: report.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
+    the figures, PNG + PDF + SVG: plots.FIGURES); finished groups found there are not recomputed.  out=None: a new temporary
     folder (tempfile.mkdtemp, not removed, since it holds the certificates the rows name: delete
     it when done).  workers: processes; scheduler: a Dask scheduler instead ("local", "local:N" or an
     address; certkit.parallel), with identical results; progress: a tqdm bar on stderr.  text (a str)
@@ -92,7 +94,7 @@ def calibrate(model=MODEL, layers="all", heads="all", lengths=LENGTHS, multiplie
     from ..search.writer import check_folder
     from .grid import run_grid
     from ..results import CalibrateResult
-    from .report import csv_fields, write_summary
+    from .summary import csv_fields, write_summary
     layers, heads, lengths, mults, eps_list, workers = parse_options(layers, heads, lengths, multipliers, eps, workers)
     from ..parallel import parse_scheduler
     scheduler = parse_scheduler(scheduler, "scheduler")

@@ -154,7 +154,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
 
 def row_of(p, mult, h, eps, br, found):
     """One results row: where (model, L, layer, head, m, beta, eps, n, d_head), the bridge fields
-    br and the searches' fields `found` (report.FIELDS orders the CSV columns)."""
+    br and the searches' fields `found` (summary.FIELDS orders the CSV columns)."""
     return {"model": p["model"], "L": p["length"], "layer": p["layer"], "head": p["head"], "multiplier": str(mult),
             "beta": str(h.beta), "eps": str(eps),
             "n": h.n, "d_head": h.d, **br, **found}

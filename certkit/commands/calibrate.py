@@ -43,12 +43,12 @@ def add_arguments(p):
 
 def run(args):
     """The command: 0 done, 130 interrupted (finished groups are kept); bad input raises a UserError."""
-    from ..models.extract import model_name
-    from ..calibration.report import PAPER
+    from ..models.sources import model_name
+    from ..calibration.summary import PAPER
     opts = parse_options(args.layers, args.heads, args.lengths, args.multipliers, args.eps, args.workers, "--")
     from ..parallel import parse_scheduler
     parse_scheduler(args.scheduler)                     # bad input before any work
-    from ..models.extract import read_text_file, read_tokens_file
+    from ..models.tokens import read_text_file, read_tokens_file
     if args.text is not None and args.tokens is not None:
         raise CalibrateError("give --text FILE or --tokens FILE, not both")
     text = read_text_file(args.text) if args.text is not None else None

@@ -26,23 +26,25 @@ CALIBRATE_CAPTIONS = {
 
 
 def calibrate_html(folder, row_limit):
-    from ..calibration import report as cr
-    meta, rows, curves = cr.load(folder)
+    from ..calibration.plots import FIGURES, figures
+    from ..calibration.statistics import has_bias_bridge, statistics
+    from ..calibration.summary import load, summary_markdown
+    meta, rows, curves = load(folder)
     if not rows:
         raise ReportError(f"{folder}: a calibrate folder with no finished configuration yet (configs/ is empty)")
-    s = cr.statistics(rows)
-    expected = [f for f in cr.FIGURES if f != "sink_mass" or any(r.get("sink_mass") is not None for r in rows)]
+    s = statistics(rows)
+    expected = [f for f in FIGURES if f != "sink_mass" or any(r.get("sink_mass") is not None for r in rows)]
     missing = [f for f in expected if not os.path.exists(os.path.join(folder, f + ".png"))]
     made = bool(missing)
     if missing:
-        cr.figures(rows, curves, folder, s)
-    md = cr.summary_markdown(meta, s, rows)
+        figures(rows, curves, folder, s)
+    md = summary_markdown(meta, s, rows)
     parts = [markdown(md, limit=10 ** 6)]
-    figs, nfig = figures_section(folder, CALIBRATE_CAPTIONS, cr.FIGURES)
+    figs, nfig = figures_section(folder, CALIBRATE_CAPTIONS, FIGURES)
     parts += ["<h2>Figures</h2>", '<p class="note">' + ("Made now from the rows (PNG, PDF and SVG in the folder). "
               if made else "PNG embedded; PDF and SVG versions are beside each PNG in the folder. ") + "</p>", figs]
     cols = ["L", "layer", "head", "multiplier", "eps", "n", "r_exact", "r_svd_int"] + \
-           (["r_exact_bias", "r_svd_int_bias"] if cr.has_bias_bridge(rows) else []) + \
+           (["r_exact_bias", "r_svd_int_bias"] if has_bias_bridge(rows) else []) + \
            ["r_opt", "lower", "R_con", "R_sym", "Gamma"] + (["sink_mass"] if any("sink_mass" in r for r in rows) else [])
     value = lambda v: f"{v:.4g}" if isinstance(v, float) else v
     na = lambda r, c: c == "R_sym" and r.get("R_sym_applicable") is False      # a row-masked head: no chain
