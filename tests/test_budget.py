@@ -102,11 +102,44 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     said = []
     s = sandwich(head, EPS, budget=10 ** 6, progress=said.append)
     assert said[0].startswith("1 <= r <= 40 (lower: lower-decoding-margin)")
-    stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search")]
-    assert stages == ["fast lower", "SVD upper", "lower search"]
+    stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search", "late lower search")]
+    assert stages == ["fast lower", "SVD upper", "lower search", "late lower search"]
     fast, svd = said.index("fast lower"), said.index("SVD upper")
     assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
-    assert said[-1].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+    assert said[-1] == "late lower search"            # N = 40: no late candidate; the upper search was not cut
+    assert said[-2].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+
+
+def test_the_upper_share_leaves_time_for_the_late_lower_search_then_resumes(head, monkeypatch):
+    """A budget whose UPPER_SHARE falls inside the upper search: the late lower search runs, then the
+    upper search resumes from its best so far; the sandwich is marked stopped and stays VERIFIED."""
+    clock = CountingClock()
+    monkeypatch.setattr(budget_mod, "now", clock)
+    said = []
+    full = sandwich(head, EPS, budget=10 ** 9)
+    total = clock.reads
+    resumed = 0
+    for b in (int(total * f) for f in (0.95, 1.0, 1.1, 1.25)):
+        said = []
+        s = sandwich(head, EPS, budget=b, progress=said.append)
+        check_sandwich(s)
+        if "upper search (resumed)" not in said:
+            continue
+        resumed += 1
+        assert s.stopped_on_budget
+        late = said.index("late lower search")
+        before = [t for t in said[:late] if "(upper: " in t][-1]           # the upper bound the share left
+        assert s.upper.bound <= int(before.split(" <= r <= ")[1].split()[0])
+        assert s.upper.bound >= full.lower.bound
+    assert resumed >= 1
+
+
+def test_budget_share_ends_earlier_and_shares_the_step_costs(monkeypatch):
+    monkeypatch.setattr(budget_mod, "now", lambda: 100.0)
+    b = budget_mod.Budget(10)
+    part = b.share(0.7)
+    assert (b.deadline, part.deadline, part.seconds) == (110.0, 107.0, 10.0) and part.costs is b.costs
+    assert b.share(2).deadline == 110.0                  # never later than the whole budget
 
 
 def test_a_step_that_cannot_be_cut_is_not_started_when_it_would_overrun(monkeypatch):

@@ -330,7 +330,8 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, **kw):
+def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, warm=None,
+           **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -340,7 +341,8 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
     sandwich writes each one as a certificate).  cache: None or a dict kept by the caller for
     this A, holding its SVD (eps-free) across calls.  svd_only: stage 1 only.  Deterministic: no
     clocks, no randomness (budget.tick, at the safe points, only decides where a budgeted run
-    stops)."""
+    stops).  warm: None, or the best of an earlier call on this A and eps that a budget's share
+    cut (the dict it gave `improved`): stage 1 is skipped and the refinement descends from it."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
@@ -369,24 +371,14 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
         return False
 
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
-    target = eps * (1 - SAFETY)
-    if n * N <= LARGE:
-        if "svd" not in cache:
-            with step("svd"):
-                cache["svd"] = np.linalg.svd(A, full_matrices=False)
-        Uf, s, Vt = cache["svd"]
-        k_svd = svd_rank(A, Uf, s, Vt, target)
+    if warm is None:
+        svd_stage(A, eps, offer, cache)
+        if best is None:
+            return {"k": None, "tried": tried}
+        svd_k = best["k"]
     else:
-        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
-    for k in range(k_svd, len(s) + 1):
-        tick()
-        if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
-            break
-    if best is None:                  # rank min(n, N): B = A's float SVD at full rank, or A itself
-        offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
-    if best is None:
-        return {"k": None, "tried": tried}
-    svd_k = best["k"]
+        best = {k: warm[k] for k in ("k", "U", "V", "method", "certified_error")}
+        svd_k = warm["svd_rank"]
     if svd_only:
         best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
         return best
@@ -401,6 +393,27 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
                 break
     best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
     return best
+
+
+def svd_stage(A, eps, offer, cache):
+    """Stage 1 of search: the truncated SVD at the smallest k whose float error is <= eps (1 -
+    SAFETY), then larger k until offer(method, C, G) (the kernel's judgement) accepts one; rank
+    min(n, N) if none does (A's float SVD at full rank, or A itself)."""
+    n, N = A.shape
+    target = eps * (1 - SAFETY)
+    if n * N <= LARGE:
+        if "svd" not in cache:
+            with step("svd"):
+                cache["svd"] = np.linalg.svd(A, full_matrices=False)
+        Uf, s, Vt = cache["svd"]
+        k_svd = svd_rank(A, Uf, s, Vt, target)
+    else:
+        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
+    for k in range(k_svd, len(s) + 1):
+        tick()
+        if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
+            return
+    offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
 
 
 def svd_rank(A, Uf, s, Vt, target):

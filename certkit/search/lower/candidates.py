@@ -3,7 +3,8 @@
 r_eps(A) >= M when the contraction T_A of M messages and their decoder passes the margin test
 (Lemma 8.1) or eps ||T_A^{-1}||_inf < 1 (Lemma 8.2).  The candidates: one message whose cell holds
 every column (M = 1, margin 1 > eps); the peaked rows and prefixes of the farthest rows, pruned
-(with soft decoders on the sets passed on the way); on small heads the greedy growth, extended by
+(late_candidates: soft decoders on the sets the best pruning passed on the way, which the
+sandwich tries after its upper search); on small heads the greedy growth, extended by
 soft decoders and retried from other starts where it ends early; on causal and sliding-window
 heads the staircase.  Float tests; the kernel decides each candidate.
 """
@@ -18,14 +19,16 @@ from .soft import soft_extend, soft_prune
 from .staircase import THETAS, staircase
 
 
-def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, records=None):
+def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, records=None, pruning=None):
     """[(kind, M, messages, decoder)] best-first per kind (float tests; the kernel decides); the
     decoder is cells (an int vector) or, from soft_extend, an explicit N x M matrix (decoded).
     growth: see grow_inverse (shared by the calls for several eps on one A); far: the
     farthest-row traversal farthest_rows(A, far_count(n, N)) when the caller shares it; soft:
     extend the growth with soft decoders (soft_extend) and, where it ends at few messages, try
     other starts (other_starts; records: their growth records, shared across eps); False: the
-    search before them, for benchmarks/bench_sandwich.py.
+    search before them, for benchmarks/bench_sandwich.py.  pruning: None or a dict (kept by the
+    caller for this A) where the best pruning, (M, start, dropped), is recorded under float(eps),
+    for late_candidates.
 
     Starts: the peaked rows and prefixes of the farthest rows, each at most CAP messages, so a
     start costs O(CAP N) to contract and O(CAP^3) to prune, whatever n."""
@@ -42,10 +45,8 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
         out += found
         if best_prune is None or M > best_prune[0]:
             best_prune = (M, msgs0, dropped)
-    if soft and A.shape[1] > 512 and best_prune is not None and best_prune[0] > 1:
-        found = soft_prune(A, eps, best_prune[1], best_prune[2], best_prune[0])
-        if found is not None:
-            out.append(("lower-decoding-inverse-norm", len(found[0]), found[0], found[1]))
+    if pruning is not None and best_prune is not None:
+        pruning[float(eps)] = best_prune
     if A.shape[1] <= 512 and max((c[1] for c in out), default=0) < min(n, N):
         growth = [] if growth is None else growth
         msgs, cells = grow_inverse(A, eps, growth=growth)
@@ -68,6 +69,20 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
             out.append(("lower-decoding-inverse-norm", len(msgs), msgs, cells))
     out.sort(key=lambda c: -c[1])
     return out
+
+
+def late_candidates(A, eps, pruning, soft=True):
+    """[(kind, M, messages, G)]: the soft decoders of the sets the best pruning passed on the way
+    (soft_prune) on heads with N > 512, where the greedy growth is not run; pruning: the record
+    decoding_candidates kept.  The sandwich runs them after the upper search: at L = 1024 on SmolLM2
+    they cost 1-3 times the rest of the lower search and raised it on 2 of 10 sampled heads (19 -> 22,
+    58 -> 60), while the upper search's first seconds lower its end by factors (l3-h2: 351 -> 136 in
+    7.5 s)."""
+    best = (pruning or {}).get(float(eps))
+    if not soft or A.shape[1] <= 512 or best is None or best[0] <= 1:
+        return []
+    found = soft_prune(A, eps, best[1], best[2], best[0])
+    return [] if found is None else [("lower-decoding-inverse-norm", len(found[0]), found[0], found[1])]
 
 
 def one_message(A, eps):
