@@ -167,7 +167,7 @@ def test_capture_keeps_no_probabilities(folders, monkeypatch, name):
     """When a block of probabilities arrives, the blocks before it are already free: certkit keeps
     no reference to them (the memory of a capture is one block of probabilities plus Q and K)."""
     import weakref
-    seen, recording = [], capturing._recording
+    seen, recording = [], capturing.recording
 
     def watching(model, info, want, on_layer, on_probs):
         def on(l, rows, P):
@@ -175,7 +175,7 @@ def test_capture_keeps_no_probabilities(folders, monkeypatch, name):
             seen.append(weakref.ref(P))
             on_probs(l, rows, P)
         return recording(model, info, want, on_layer, on)
-    monkeypatch.setattr(capturing, "_recording", watching)
+    monkeypatch.setattr(capturing, "recording", watching)
     hs = heads_from_model(folders[name], tokens=TOKENS, length=24)
     assert len(seen) == LAYERS and len(hs) == LAYERS * HEADS
 

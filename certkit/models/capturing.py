@@ -49,7 +49,7 @@ ROW_BLOCK = 1 << 24    # entries (heads x rows x keys) of the attention one eage
 
 
 @contextlib.contextmanager
-def _recording(model, info, want, on_layer, on_probs):
+def recording(model, info, want, on_layer, on_probs):
     """During the forward pass, for each layer in `want`: on_layer(layer, {q [H, n, d], k [Hkv, n, d],
     scale, mask (additive or None), bias (None or [H, n, n])}) with the tensors the model's eager
     code uses (torch, batch element 0), then on_probs(layer, rows, P) with the model's own
@@ -190,7 +190,7 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
     than certify another matrix).  progress(layer), if given, is called as each layer is done.
 
     Each layer is checked while the forward pass runs, block of query rows after block (see
-    _recording), and no probabilities are kept: the memory is Q and K plus one block of at most
+    recording), and no probabilities are kept: the memory is Q and K plus one block of at most
     ROW_BLOCK probabilities, not layers x H x L^2 floats."""
     import torch
     f = fam.FAMILIES[info["family"]]
@@ -242,7 +242,7 @@ def capture(model, info, ids, pad=0, layers=None, progress=None):
                 progress(l)
 
     is64 = next(model.parameters()).dtype == torch.float64
-    with _eager_eval(model), _recording(model, info, set(want), on_layer, on_probs), \
+    with _eager_eval(model), recording(model, info, set(want), on_layer, on_probs), \
             _softmax_at_input_precision(is64), \
             torch.no_grad():
         model(input_ids=x, attention_mask=attn, output_attentions=f.route == "mpnet",
