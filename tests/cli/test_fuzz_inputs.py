@@ -1,6 +1,6 @@
 """A fuzzer of the files and the Python API: hypothesis mutates valid inputs (golden certificates and
-their .npy sidecars, .npz / .safetensors head files, a tiny GGUF written with gguf.GGUFWriter, tiny
-random BERT and Llama folders) and draws the API's arguments, then runs each case in its own process
+their .npy sidecars, .npz / .safetensors head files, a tiny GGUF written with gguf.GGUFWriter (tests/gguf_files.py),
+tiny random BERT and Llama folders) and draws the API's arguments, then runs each case in its own process
 under a memory limit (RLIMIT_AS) and a wall-time limit.  The promises, for every case:
 
 * the exit code is in the documented set (verify: a verdict 0-3, never 4; other commands: 0-3 or a
@@ -14,7 +14,7 @@ under a memory limit (RLIMIT_AS) and a wall-time limit.  The promises, for every
   original (any eps < 1: the zero matrix is 1 away from every row); a ">=" bound >= 1 at eps >= 1.
 
 A short budget runs with the suite (derandomized, so CI is reproducible); `pytest -m heavy
-tests/test_fuzz_inputs.py` goes deeper.  Its findings are fixed and kept in tests/test_hostile_inputs.py."""
+tests/cli/test_fuzz_inputs.py` goes deeper.  Its findings are fixed and kept in tests/cli/test_hostile_inputs.py."""
 import hashlib
 import json
 import os
@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
+import gguf_files
 from paths import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "valid"
@@ -537,38 +538,19 @@ V, H, NH, NKV, F, P = 64, 16, 2, 1, 32, 32
 @pytest.fixture(scope="module")
 def tiny_gguf(tmp_path_factory):
     """A tiny random one-layer Llama as GGUF (float32 tensors, a byte tokenizer), written with GGUFWriter."""
-    gguf = pytest.importorskip("gguf")
+    pytest.importorskip("gguf")
     path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
     rng = np.random.default_rng(0)
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_block_count(1)
-    w.add_context_length(P)
-    w.add_embedding_length(H)
-    w.add_feed_forward_length(F)
-    w.add_head_count(NH)
-    w.add_head_count_kv(NKV)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(V - 3)])
-    w.add_token_scores([0.0] * V)
-    w.add_token_types([2, 3, 3] + [6] * (V - 3))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
     t = lambda *shape: (rng.standard_normal(shape) * 0.2).astype(np.float32)   # noqa: E731
-    w.add_tensor("token_embd.weight", t(V, H))
+    tensors = {"token_embd.weight": t(V, H)}
     for name, shape in (("attn_norm", (H,)), ("attn_q", (H, H)), ("attn_k", (H // NH * NKV, H)),
                         ("attn_v", (H // NH * NKV, H)), ("attn_output", (H, H)), ("ffn_norm", (H,)),
                         ("ffn_gate", (F, H)), ("ffn_up", (F, H)), ("ffn_down", (H, F))):
-        w.add_tensor(f"blk.0.{name}.weight", t(*shape) + (1.0 if name.endswith("norm") else 0.0))
-    w.add_tensor("output_norm.weight", t(H) + 1.0)
-    w.add_tensor("output.weight", t(V, H))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+        tensors[f"blk.0.{name}.weight"] = t(*shape) + (1.0 if name.endswith("norm") else 0.0)
+    tensors["output_norm.weight"] = t(H) + 1.0
+    tensors["output.weight"] = t(V, H)
+    gguf_files.write_gguf(path, tensors, vocab=V, block_count=1, context_length=P, embedding_length=H,
+                          feed_forward_length=F, head_count=NH, head_count_kv=NKV)
     (path.parent / "tokens.txt").write_text(" ".join(map(str, np.random.default_rng(1).integers(3, V, 32))))
     return path
 

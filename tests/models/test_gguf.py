@@ -17,6 +17,8 @@ from certkit.cli import main  # noqa: E402
 from certkit.models import heads_from_model  # noqa: E402
 from certkit.models import extract as ex  # noqa: E402
 
+import gguf_files  # noqa: E402
+
 V, H, LAYERS, NH, NKV, F, P = 96, 32, 2, 4, 2, 64, 64
 TOKENS = np.random.default_rng(3).integers(3, V, 80)
 
@@ -28,48 +30,27 @@ def rotary_permute(w, heads):
 
 def write_gguf(path, sd, arch="llama", **override):
     """A GGUF file of the state dict sd of a LlamaForCausalLM (float32 tensors, a byte tokenizer)."""
-    w = gguf.GGUFWriter(str(path), arch)
     meta = {"block_count": LAYERS, "context_length": P, "embedding_length": H, "feed_forward_length": F,
             "head_count": NH, "head_count_kv": NKV, **override}
-    w.add_block_count(meta["block_count"])
-    w.add_context_length(meta["context_length"])
-    w.add_embedding_length(meta["embedding_length"])
-    w.add_feed_forward_length(meta["feed_forward_length"])
-    w.add_head_count(meta["head_count"])
-    w.add_head_count_kv(meta["head_count_kv"])
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(V - 3)])
-    w.add_token_scores([0.0] * V)
-    w.add_token_types([2, 3, 3] + [6] * (V - 3))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     permute = rotary_permute if arch == "llama" else (lambda x, heads: x)      # llama.cpp permutes llama only
+    tensors = {"token_embd.weight": sd["model.embed_tokens.weight"]}
     for i in range(LAYERS):
         p, b = f"model.layers.{i}.", f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", sd[p + "input_layernorm.weight"])
-        w.add_tensor(b + "attn_q.weight", permute(sd[p + "self_attn.q_proj.weight"], NH))
-        w.add_tensor(b + "attn_k.weight", permute(sd[p + "self_attn.k_proj.weight"], NKV))
-        w.add_tensor(b + "attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        tensors[b + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        tensors[b + "attn_q.weight"] = permute(sd[p + "self_attn.q_proj.weight"], NH)
+        tensors[b + "attn_k.weight"] = permute(sd[p + "self_attn.k_proj.weight"], NKV)
+        tensors[b + "attn_v.weight"] = sd[p + "self_attn.v_proj.weight"]
         for x in "qkv":                                                       # Qwen2's projection biases
             if p + f"self_attn.{x}_proj.bias" in sd:
-                w.add_tensor(b + f"attn_{x}.bias", sd[p + f"self_attn.{x}_proj.bias"])
-        w.add_tensor(b + "attn_output.weight", sd[p + "self_attn.o_proj.weight"])
-        w.add_tensor(b + "ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
-        w.add_tensor(b + "ffn_gate.weight", sd[p + "mlp.gate_proj.weight"])
-        w.add_tensor(b + "ffn_up.weight", sd[p + "mlp.up_proj.weight"])
-        w.add_tensor(b + "ffn_down.weight", sd[p + "mlp.down_proj.weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+                tensors[b + f"attn_{x}.bias"] = sd[p + f"self_attn.{x}_proj.bias"]
+        tensors[b + "attn_output.weight"] = sd[p + "self_attn.o_proj.weight"]
+        tensors[b + "ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        tensors[b + "ffn_gate.weight"] = sd[p + "mlp.gate_proj.weight"]
+        tensors[b + "ffn_up.weight"] = sd[p + "mlp.up_proj.weight"]
+        tensors[b + "ffn_down.weight"] = sd[p + "mlp.down_proj.weight"]
+    tensors["output_norm.weight"] = sd["model.norm.weight"]
+    tensors["output.weight"] = sd["lm_head.weight"]
+    return gguf_files.write_gguf(path, tensors, vocab=V, arch=arch, **meta)
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +215,7 @@ def test_a_gguf_file_without_the_gguf_package_names_the_extra(tiny, tmp_path, ca
 def test_cli_compare_level_layer_certifies_each_layers_attention_block(tiny, tmp_path, capsys):
     """compare --level layer on a GGUF decoder with grouped-query heads: one VERIFIED layer certificate per
     layer and setting, every head in it; per layer the certified max, mean and p99 over tokens are >= their
-    float values and within 1e-3 of them (tests/test_models.py: the summed heads rebuild the model's block)."""
+    float values and within 1e-3 of them (tests/models/test_models.py: the summed heads rebuild the model's block)."""
     folder, path, sd = tiny
     (tmp_path / "ids.txt").write_text(" ".join(map(str, TOKENS)))
     out = tmp_path / "layers"
