@@ -75,7 +75,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run before it counts as failed")
     ap.add_argument("--table", default=os.path.join(HERE, "benchmarks", "results", "long.md"), metavar="FILE",
                     help="the markdown table docs/guide/certify.md shows, written as each size lands "
-                         "(default benchmarks/results/long.md; tests/test_readme_tables.py compares them)")
+                         "(default benchmarks/results/long.md; tests/docs/test_measured_tables.py compares them)")
     args = ap.parse_args()
     rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     table = ["| n | seconds | peak memory | sandwich | goal |", "|---|---|---|---|---|"]

@@ -4,7 +4,7 @@
 
 `certkit verify` on the smallest corpus certificate and `certkit --help`, against the honest
 baseline: a Python process that imports what any verify needs (numpy and python-flint).  Prints
-the medians and the ratios; the commands import only what they use (tests/test_cli.py checks
+the medians and the ratios; the commands import only what they use (tests/cli/test_cli.py checks
 that verify loads no scipy, sympy, matplotlib or torch).
 """
 import argparse

@@ -1,6 +1,6 @@
 """The families of true claims reported as rejected by the old route auto, with their exact
 row errors from the independent Arb reference (tests/arb_reference.py, 256 bits): shared by
-tests/test_precision.py and benchmarks/bench_auto_route.py.
+tests/kernel/test_auto_route_precision.py and benchmarks/bench_auto_route.py.
 
 * self: the float softmax given back as its own approximation, U = float A, V = I (true errors
   near 1e-16), and a covering of "twin" rows whose queries differ in the last bit;

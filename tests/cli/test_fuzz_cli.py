@@ -4,8 +4,8 @@ own process under a memory limit (RLIMIT_AS) and a time limit.  Whatever it draw
 answer as a careful tool does: an exit code of the documented set (never 4, never killed), no
 traceback, and nothing written outside the output folder and the temporary folder it is given.
 
-A short budget runs with the suite; `pytest -m heavy tests/test_fuzz_cli.py` goes deeper (what it
-finds is fixed, not skipped: tests/test_hostile_inputs.py keeps the cases)."""
+A short budget runs with the suite; `pytest -m heavy tests/cli/test_fuzz_cli.py` goes deeper (what it
+finds is fixed, not skipped: tests/cli/test_hostile_inputs.py keeps the cases)."""
 import os
 import subprocess
 import sys

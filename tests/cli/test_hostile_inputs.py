@@ -184,7 +184,7 @@ def test_the_api_validates_as_the_command_line_does():
 
 
 def test_api_arguments_found_by_the_fuzzer_raise_a_user_error():
-    """tests/test_fuzz_inputs.py found: verify(route="x") raised the kernel's ValueError, and
+    """tests/cli/test_fuzz_inputs.py found: verify(route="x") raised the kernel's ValueError, and
     verify(jobs="\u00b2") passed str.isdigit() then failed int() with a ValueError (exit 4 on the CLI)."""
     import certkit
     with pytest.raises(certkit.UserError, match="route must be one of auto, fast, arb, got 'x'"):
@@ -197,7 +197,7 @@ def test_api_arguments_found_by_the_fuzzer_raise_a_user_error():
 
 
 def test_certify_seed_and_attempts_must_be_integers_as_on_the_command_line():
-    """Found by tests/test_fuzz_inputs.py: certify(h, "1/4", seed=1.5) (or "x") reached numpy's
+    """Found by tests/cli/test_fuzz_inputs.py: certify(h, "1/4", seed=1.5) (or "x") reached numpy's
     SeedSequence in the random peers and raised TypeError; --seed and --attempts are type=int."""
     import numpy as np
     import certkit

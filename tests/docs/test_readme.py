@@ -81,7 +81,7 @@ def example(verb):
 
 def test_one_example_per_command():
     assert [example(verb)[0].split()[1] for verb in COMMANDS] == list(COMMANDS)
-    assert "```python\nimport numpy as np\nimport certkit\n" in README      # run by tests/test_api.py
+    assert "```python\nimport numpy as np\nimport certkit\n" in README      # run by tests/api/test_api.py
 
 
 def shown(line, actual):

@@ -45,7 +45,7 @@ def test_true_claims_verify_on_auto_and_false_ones_on_no_route(tmp_path, name):
 
 def test_auto_rechecks_the_rows_the_fast_route_leaves_open_and_says_so(tmp_path):
     """The float softmax as its own approximation (true error ~1e-16): fast rejects, auto proves it on
-    its Arb rows and names both enclosures (a claim fast proves stays "fast": tests/test_auto_route.py)."""
+    its Arb rows and names both enclosures (a claim fast proves stays "fast": tests/kernel/test_auto_route.py)."""
     name = next(n for n in HEADS if n.startswith("self-"))
     (label, v, _), = judge(tmp_path, *HEADS[name])
     assert v.details["route"] == "auto" and "arb balls where fast is open" in v.message
