@@ -549,8 +549,8 @@ def tiny_gguf(tmp_path_factory):
         tensors[f"blk.0.{name}.weight"] = t(*shape) + (1.0 if name.endswith("norm") else 0.0)
     tensors["output_norm.weight"] = t(H) + 1.0
     tensors["output.weight"] = t(V, H)
-    gguf_files.write_gguf(path, tensors, vocab=V, block_count=1, context_length=P, embedding_length=H,
-                          feed_forward_length=F, head_count=NH, head_count_kv=NKV)
+    gguf_files.write_tensors(path, tensors, vocab=V, block_count=1, context_length=P, embedding_length=H,
+                             feed_forward_length=F, head_count=NH, head_count_kv=NKV)
     (path.parent / "tokens.txt").write_text(" ".join(map(str, np.random.default_rng(1).integers(3, V, 32))))
     return path
 

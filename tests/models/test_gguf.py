@@ -17,40 +17,9 @@ from certkit.cli import main  # noqa: E402
 from certkit.models import heads_from_model  # noqa: E402
 from certkit.models import extract as ex  # noqa: E402
 
-import gguf_files  # noqa: E402
+from gguf_files import F, H, LAYERS, NH, NKV, P, V, write_gguf  # noqa: E402
 
-V, H, LAYERS, NH, NKV, F, P = 96, 32, 2, 4, 2, 64, 64
 TOKENS = np.random.default_rng(3).integers(3, V, 80)
-
-
-def rotary_permute(w, heads):
-    """llama.cpp's conversion of a query/key projection (rows grouped per head as interleaved pairs)."""
-    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
-def write_gguf(path, sd, arch="llama", **override):
-    """A GGUF file of the state dict sd of a LlamaForCausalLM (float32 tensors, a byte tokenizer)."""
-    meta = {"block_count": LAYERS, "context_length": P, "embedding_length": H, "feed_forward_length": F,
-            "head_count": NH, "head_count_kv": NKV, **override}
-    permute = rotary_permute if arch == "llama" else (lambda x, heads: x)      # llama.cpp permutes llama only
-    tensors = {"token_embd.weight": sd["model.embed_tokens.weight"]}
-    for i in range(LAYERS):
-        p, b = f"model.layers.{i}.", f"blk.{i}."
-        tensors[b + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
-        tensors[b + "attn_q.weight"] = permute(sd[p + "self_attn.q_proj.weight"], NH)
-        tensors[b + "attn_k.weight"] = permute(sd[p + "self_attn.k_proj.weight"], NKV)
-        tensors[b + "attn_v.weight"] = sd[p + "self_attn.v_proj.weight"]
-        for x in "qkv":                                                       # Qwen2's projection biases
-            if p + f"self_attn.{x}_proj.bias" in sd:
-                tensors[b + f"attn_{x}.bias"] = sd[p + f"self_attn.{x}_proj.bias"]
-        tensors[b + "attn_output.weight"] = sd[p + "self_attn.o_proj.weight"]
-        tensors[b + "ffn_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
-        tensors[b + "ffn_gate.weight"] = sd[p + "mlp.gate_proj.weight"]
-        tensors[b + "ffn_up.weight"] = sd[p + "mlp.up_proj.weight"]
-        tensors[b + "ffn_down.weight"] = sd[p + "mlp.down_proj.weight"]
-    tensors["output_norm.weight"] = sd["model.norm.weight"]
-    tensors["output.weight"] = sd["lm_head.weight"]
-    return gguf_files.write_gguf(path, tensors, vocab=V, arch=arch, **meta)
 
 
 @pytest.fixture(scope="module")

@@ -49,7 +49,7 @@ def decoder(tmp_path_factory):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("gguf")
-    from test_gguf import H, LAYERS, NH, NKV, F, P, V, write_gguf
+    from gguf_files import H, LAYERS, NH, NKV, F, P, V, write_gguf
     torch.manual_seed(4)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
         vocab_size=V, hidden_size=H, num_hidden_layers=LAYERS, num_attention_heads=NH, num_key_value_heads=NKV,

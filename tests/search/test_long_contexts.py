@@ -62,7 +62,7 @@ def test_without_drops_one_row_and_column():
                                                ("clustered", 140, 20, 0.25)])
 def test_pruning_with_the_carried_inverse_equals_plain_pruning(family, n, beta, eps):
     """The same (messages, cells) as pruning that refactorises T at every step."""
-    from test_search_speed_props import ref_inverse_norm, ref_prune
+    from test_fast_paths import ref_inverse_norm, ref_prune
     A = attention(family, n, 6, beta, 3)
     thr = eps * (1 + SAFETY) + 1e-12
     start = farthest_rows(A, n)
