@@ -14,20 +14,20 @@ from ..numbers import numeral
 from ..outputs import write_atomic, write_json
 
 INLINE_LIMIT = 4096
-# The oldest format version that states a document: 1.1 only for a row mask, 1.2 only for attention
-# sinks or a replacement, 1.3 only for an output distance, per-key row intervals or the hints of the two kinds below,
-# so that older readers keep reading everything else.
-VERSION, MASK_VERSION, PAIR_VERSION, OUTPUT_VERSION = "1.0", "1.1", "1.2", "1.3"
+# Each document in the oldest format version that states it (version_of: the kind's since, then the head's
+# mask), except the hints of the two kinds below (1.3), so that older readers keep reading everything else.
+OUTPUT_VERSION = "1.3"
 HINTED = {"lower-decoding-inverse-norm": ("inverse",), "lower-frobenius-tail": ("svd_u", "svd_s", "svd_vt")}
 
 
-def version_of(*heads):
-    """The oldest format version that states these heads (per-key row intervals, KeyRows: 1.3)."""
-    if any(h.mask is not None and not hasattr(h.mask, "sinks") for h in heads):
-        return OUTPUT_VERSION
-    if any(h.mask is not None and h.mask.sinks for h in heads) or len(heads) > 1:
-        return PAIR_VERSION
-    return MASK_VERSION if any(h.mask is not None for h in heads) else VERSION
+def version_of(kind, *heads):
+    """The oldest format version that states a certificate of this kind on these heads: the kind's
+    since (KINDS), a row mask 1.1, attention sinks 1.2, per-key row intervals (KeyRows) 1.3."""
+    minor = KINDS[kind].since
+    for h in heads:
+        if h.mask is not None:
+            minor = max(minor, 3 if not hasattr(h.mask, "sinks") else 2 if h.mask.sinks else 1)
+    return f"1.{minor}"
 
 
 def npy_bytes(a):
@@ -106,7 +106,7 @@ def certificate(path, kind, bound, eps, head, witness_arrays, provenance=None, i
         claim = {"quantity": "max_row_l1_distance", "relation": "<=", "eps": claim["eps"]}
         inst["replacement"] = instance_json(w, replacement, "replacement.")
     witness = {k: w.array(k, a, t) for k, (a, t) in witness_arrays.items()}
-    w.write(document(kind, version_of(*(h for h in (head, replacement) if h is not None)), claim, inst,
+    w.write(document(kind, version_of(kind, *(h for h in (head, replacement) if h is not None)), claim, inst,
                      witness, provenance))
     return add_hints(path, inline_limit, shared) if kind in HINTED else path
 
@@ -160,7 +160,8 @@ def output_certificate(path, pairs, eps, norm, relative, provenance=None, shared
     claim = {"quantity": f"max_row_{'relative_' * bool(relative)}output_distance_{norm}", "relation": "<=",
              "eps": numeral(Fraction(eps))}
     inst = heads[0] if len(heads) == 1 else {"heads": heads}
-    return w.write(document("attention-output-distance", OUTPUT_VERSION, claim, inst, {}, provenance))
+    return w.write(document("attention-output-distance", version_of("attention-output-distance"), claim, inst, {},
+                            provenance))
 
 
 def ensure_folder(path, what="--out"):
