@@ -42,14 +42,6 @@ class Budget:
         self.deadline = self.start + self.seconds
         self.costs: dict[str, float] = {}
 
-    def share(self, fraction: float) -> "Budget":
-        """The same budget ending at start + fraction x B (its steps' durations shared): a stage
-        that may take only that share of the budget makes it the active one."""
-        part = Budget.__new__(Budget)
-        part.seconds, part.start, part.costs = self.seconds, self.start, self.costs
-        part.deadline = min(self.deadline, self.start + fraction * self.seconds)
-        return part
-
     def spent(self) -> bool:
         return now() >= self.deadline
 

@@ -6,7 +6,8 @@ certkit.certify, `certkit certify`, calibrate and scale share.
 The lower search (certkit.search.lower: decoding contractions, Frobenius tail; §8.1) runs first,
 so that the upper search (certkit.search.upper: truncated SVD, LP row fits, joint l1 refinement)
 can stop where it meets it; the late lower candidates (soft decoders on the best pruning's sets,
-on heads with N > 512: slow, and seldom better) come last.  Every candidate is written as a certificate and decided by the
+on heads with N > 512: slow, and seldom better) wait for the upper search's fast first steps (its
+interlude: after the first rank it fails to reach, or after it).  Every candidate is written as a certificate and decided by the
 kernel (certkit.search.writer.write_checked); only VERIFIED ones are kept, each with the one
 Verdict the kernel gave it.  The peers (certkit.search.peers) report the smallest k at which
 each practitioner's approximation has kernel-certified row-l1 error <= eps.
@@ -15,11 +16,10 @@ Anytime certification (budget=B seconds, certkit.search.budget): the engine hold
 sandwich from the start and replaces an end each time a better one is VERIFIED, in this order:
 the one-message lower bound r >= 1 (with the trivial upper bound r <= min(n, N), which needs no
 certificate: A itself has that rank); a fast lower bound (the pruning of the peaked rows, the
-Frobenius tail of A); the truncated SVD's upper bound; then the full lower search, the full
-upper search (each of its improvements) until UPPER_SHARE x B at most, the late lower candidates,
-and, if the share cut the upper search, the upper search again from its best so far.  Once B
-seconds have passed, the searches stop at their next safe point and the engine returns the best
-sandwich so far, marked stopped_on_budget (so is one whose upper search the share cut).  The candidates of the fast stage are candidates of the full lower search too,
+Frobenius tail of A); the truncated SVD's upper bound; then the full lower search and the full
+upper search (each of its improvements), which pauses for the late lower candidates after its
+first failed rank.  Once B seconds have passed, the searches stop at their next safe point and the
+engine returns the best sandwich so far, marked stopped_on_budget.  The candidates of the fast stage are candidates of the full lower search too,
 and the full searches replace what the first stages found: a budget the searches do not reach
 gives exactly the certificates of a run without one.
 """
@@ -120,17 +120,30 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     A: h.attention(); shared: a dict kept by the caller across the eps of one A, holding the
     search's eps-free work (the farthest-row traversal, grow_inverse's growth, A's singular
     values, the best pruning per eps); soft: passed to decoding_candidates; late: with the late
-    candidates (False: the sandwich's first lower search, certify_late after the upper search)."""
+    candidates (False: the sandwich's first lower search; late_lower during the upper search)."""
     shared = {} if shared is None else shared
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def certify_late(A, eps, h, path, prov, above, layout=None, shared=None):
+def late_lower(A, eps, h, path, prov, lower, shared, say):
     """The late lower candidates (late_candidates: soft decoders on the best pruning's sets, from the
-    record certify_lower(late=False) kept in shared) larger than `above`, checked by the kernel:
-    certify_lower's dict for the largest VERIFIED one, or None."""
-    cands = [decoding_witness(c) for c in late_candidates(A, float(eps), (shared or {}).get("pruning"))]
-    return first_verified([c for c in cands if c[0] > above], eps, h, path, prov, layout)
+    record certify_lower(late=False) kept in shared) larger than the lower search's result `lower`
+    (its dict or None), checked by the kernel: certify_lower's dict for the largest VERIFIED one, or None."""
+    say("late lower search")
+    above = lower["bound"] if lower else 0
+    cands = [decoding_witness(c) for c in late_candidates(A, float(eps), shared.get("pruning"))]
+    return first_verified([c for c in cands if c[0] > above], eps, h, path, prov, LAYOUT)
+
+
+def once(fn):
+    """fn, run at most once (the upper search's interlude, then the sandwich's own call after it)."""
+    done = []
+
+    def run():
+        if not done:
+            done.append(True)
+            fn()
+    return run
 
 
 def judge_of(inst):
@@ -206,11 +219,13 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
             say("lower search")
             lo = certify_lower(A, eps, head, paths["lower"], prov, LAYOUT, shared, late=False)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
+            found = {}
+            late = once(lambda: found.update(late=late_lower(A, eps, head, paths["late"], prov, lo, shared, say)))
             up = certify_upper(A, eps, head, inst, paths["upper"], prov, floor=lo["bound"] if lo else 1,
                                attempts=attempts, layout=LAYOUT, progress=progress,
-                               cache=shared.setdefault("upper", {}))
-            say("late lower search")
-            lo = certify_late(A, eps, head, paths["late"], prov, lo["bound"] if lo else 0, LAYOUT, shared) or lo
+                               cache=shared.setdefault("upper", {}), interlude=late)
+            late()
+            lo = found["late"] or lo
             lower_c = Certificate.read(lo["file"], search=lo, verdict=lo["verdict"]) if lo else None
             upper_c = Certificate.read(up["file"], search=up, verdict=up["verdict"]) if up else None
             stopped = False
@@ -231,7 +246,6 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 
 STOPPED = "stopped on the budget"
-UPPER_SHARE = 0.7      # a budgeted upper search stops at this share of the budget for the late lower candidates
 
 
 def remove_stale_work(folder):
@@ -271,7 +285,7 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
     """The budgeted searches (the module docstring): (lower Certificate, upper Certificate or None,
     stopped_on_budget).  Every end kept was VERIFIED by the kernel and read into memory before the
     next safe point, so a stop anywhere leaves the best sandwich so far."""
-    best, last = {"lower": None, "upper": None}, {}
+    best = {"lower": None, "upper": None}
 
     def keep(side, res):
         best[side] = Certificate.read(res["file"], search=res, verdict=res["verdict"])
@@ -280,7 +294,6 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
             f"({side}: {res.get('method') or res['kind']})")
 
     def upper_improved(b):            # each new best of the upper search, written when it improves the kept one
-        last["upper"] = b
         cur = best["upper"]
         if cur is not None and (b["k"] > cur.bound or (b["k"], b["method"]) == (cur.bound, cur.search["method"])):
             return
@@ -307,26 +320,17 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
             if lo is not None:                 # the full search's answer, as without a budget
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
-            cut = False
-            try:
-                with active(clock.share(UPPER_SHARE)):
-                    r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
-                                     improved=upper_improved, cache=cache)
-                if r["k"] is not None and best["upper"] is not None and best["upper"].bound == r["k"]:
-                    best["upper"] = dataclasses.replace(best["upper"],
-                                                        search=dict(best["upper"].search, tried=r["tried"]))
-            except BudgetSpent:
-                if clock.spent():
-                    raise
-                cut = True
-            say("late lower search")
-            late = certify_late(A, eps, head, paths["late"], prov, lo["bound"] if lo else 0, LAYOUT, shared)
-            if late is not None:
-                keep("lower", late)
-            if cut:
-                say("upper search (resumed)")
-                upper.search(A, float(eps), judge, floor=best["lower"].bound if best["lower"] else 1,
-                             attempts=attempts, improved=upper_improved, cache=cache, warm=last.get("upper"))
+
+            def late_keep():
+                res = late_lower(A, eps, head, paths["late"], prov, lo, shared, say)
+                if res is not None:
+                    keep("lower", res)
+            late = once(late_keep)
+            r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
+                             improved=upper_improved, cache=cache, interlude=late)
+            if r["k"] is not None and best["upper"] is not None and best["upper"].bound == r["k"]:
+                best["upper"] = dataclasses.replace(best["upper"], search=dict(best["upper"].search, tried=r["tried"]))
+            late()
     except BudgetSpent:
         return best["lower"], best["upper"], True
-    return best["lower"], best["upper"], cut
+    return best["lower"], best["upper"], False

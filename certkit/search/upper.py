@@ -286,7 +286,7 @@ def lp_rescue(A, C, G, eps, near=RESCUE_NEAR, rows=3, work=1 << 21):
     return C if factor_row_errors(A, C, G).max() <= target else None
 
 
-def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
+def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, interlude=None, **kw):
     """From a rank-k solution, try ranks k - s (s = k // 8, halving on failure; never below
     floor) with refine (and lp_rescue of a near miss), at most `attempts` times; yields every
     (k', C', G') whose float max row error is <= eps (1 - SAFETY).  A rank whose refinement ran
@@ -295,8 +295,9 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
     RETRY_BELOW eps (its check at 120 evaluations stops at 1.2 eps) is tried again from a closer
     start, one that drops fewer components (l0-h3 of SmolLM2 at L = 1024: 522 given up at
     1.21 eps from 546, then reached from 534; the upper bound 523 without this, 499 with it;
-    l29-h3's ranks given up at 1.8-2.3 eps from far starts are not retried).  kw: passed to refine (a shared budget, if given, also ends the
-    descent when spent)."""
+    l29-h3's ranks given up at 1.8-2.3 eps from far starts are not retried).  interlude: None or a callable, called
+    once, after the first rank the descent fails to reach: the end of its fast first steps (the sandwich runs its
+    late lower candidates there).  kw: passed to refine (a shared budget, if given, also ends the descent when spent)."""
     target = eps * (1 - SAFETY)
     k = C.shape[1]
     step = max(1, k // 8)
@@ -322,6 +323,9 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
             yield k, C, G
         else:
             failed[k1] = k - k1 if outcome.get("gave_up", np.inf) < RETRY_BELOW else 0
+            if interlude is not None:
+                interlude, run = None, interlude
+                run()
             if step > 1:
                 step //= 2
             else:
@@ -330,8 +334,7 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, **kw):
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, warm=None,
-           **kw):
+def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -341,8 +344,7 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
     sandwich writes each one as a certificate).  cache: None or a dict kept by the caller for
     this A, holding its SVD (eps-free) across calls.  svd_only: stage 1 only.  Deterministic: no
     clocks, no randomness (budget.tick, at the safe points, only decides where a budgeted run
-    stops).  warm: None, or the best of an earlier call on this A and eps that a budget's share
-    cut (the dict it gave `improved`): stage 1 is skipped and the refinement descends from it."""
+    stops)."""
     t0 = time.perf_counter()
     n, N = A.shape
     tried = []
@@ -371,14 +373,24 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
         return False
 
     # 1. truncated SVD: smallest k with float error <= target, then up until certified
-    if warm is None:
-        svd_stage(A, eps, offer, cache)
-        if best is None:
-            return {"k": None, "tried": tried}
-        svd_k = best["k"]
+    target = eps * (1 - SAFETY)
+    if n * N <= LARGE:
+        if "svd" not in cache:
+            with step("svd"):
+                cache["svd"] = np.linalg.svd(A, full_matrices=False)
+        Uf, s, Vt = cache["svd"]
+        k_svd = svd_rank(A, Uf, s, Vt, target)
     else:
-        best = {k: warm[k] for k in ("k", "U", "V", "method", "certified_error")}
-        svd_k = warm["svd_rank"]
+        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
+    for k in range(k_svd, len(s) + 1):
+        tick()
+        if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
+            break
+    if best is None:                  # rank min(n, N): B = A's float SVD at full rank, or A itself
+        offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
+    if best is None:
+        return {"k": None, "tried": tried}
+    svd_k = best["k"]
     if svd_only:
         best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
         return best
@@ -393,27 +405,6 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
                 break
     best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
     return best
-
-
-def svd_stage(A, eps, offer, cache):
-    """Stage 1 of search: the truncated SVD at the smallest k whose float error is <= eps (1 -
-    SAFETY), then larger k until offer(method, C, G) (the kernel's judgement) accepts one; rank
-    min(n, N) if none does (A's float SVD at full rank, or A itself)."""
-    n, N = A.shape
-    target = eps * (1 - SAFETY)
-    if n * N <= LARGE:
-        if "svd" not in cache:
-            with step("svd"):
-                cache["svd"] = np.linalg.svd(A, full_matrices=False)
-        Uf, s, Vt = cache["svd"]
-        k_svd = svd_rank(A, Uf, s, Vt, target)
-    else:
-        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
-    for k in range(k_svd, len(s) + 1):
-        tick()
-        if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
-            return
-    offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
 
 
 def svd_rank(A, Uf, s, Vt, target):

@@ -106,40 +106,31 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     assert stages == ["fast lower", "SVD upper", "lower search", "late lower search"]
     fast, svd = said.index("fast lower"), said.index("SVD upper")
     assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
-    assert said[-1] == "late lower search"            # N = 40: no late candidate; the upper search was not cut
-    assert said[-2].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+    assert [t for t in said if "(upper: " in t][-1].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
 
 
-def test_the_upper_share_leaves_time_for_the_late_lower_search_then_resumes(head, monkeypatch):
-    """A budget whose UPPER_SHARE falls inside the upper search: the late lower search runs, then the
-    upper search resumes from its best so far; the sandwich is marked stopped and stays VERIFIED."""
-    clock = CountingClock()
-    monkeypatch.setattr(budget_mod, "now", clock)
-    said = []
-    full = sandwich(head, EPS, budget=10 ** 9)
-    total = clock.reads
-    resumed = 0
-    for b in (int(total * f) for f in (0.95, 1.0, 1.1, 1.25)):
+def test_the_descent_pauses_once_for_the_late_lower_search_after_its_first_failed_rank(monkeypatch):
+    """upper.descend's interlude: called exactly once, right after the first rank it fails to reach
+    (refine is faked: ranks >= 5 reach eps, smaller ones do not)."""
+    from certkit.search import upper
+    monkeypatch.setattr(upper, "refine", lambda A, C, G, **kw: (C, G))
+    monkeypatch.setattr(upper, "factor_row_errors", lambda A, C, G: np.array([0.0 if C.shape[1] >= 5 else 1.0]))
+    rng = np.random.default_rng(0)
+    A, C, G = rng.random((40, 40)), rng.random((40, 16)), rng.random((16, 40))
+    seen, calls = [], []
+    for k, _, _ in upper.descend(A, 0.25, C, G, rescue=False, interlude=lambda: calls.append(list(seen))):
+        seen.append(k)
+    assert seen == [14, 12, 10, 8, 6, 5]           # steps of 16 // 8 = 2, then 1 after the failure at 4
+    assert calls == [[14, 12, 10, 8, 6]]            # once, after 4 failed, before 5 was tried
+
+
+def test_the_late_lower_search_runs_once_in_every_sandwich(head):
+    for budget in (None, 10 ** 6):
         said = []
-        s = sandwich(head, EPS, budget=b, progress=said.append)
+        s = sandwich(head, EPS, budget=budget, progress=said.append)
+        assert said.count("late lower search") == 1
+        assert said.index("late lower search") > [i for i, t in enumerate(said) if t.startswith("lower >= ")][0]
         check_sandwich(s)
-        if "upper search (resumed)" not in said:
-            continue
-        resumed += 1
-        assert s.stopped_on_budget
-        late = said.index("late lower search")
-        before = [t for t in said[:late] if "(upper: " in t][-1]           # the upper bound the share left
-        assert s.upper.bound <= int(before.split(" <= r <= ")[1].split()[0])
-        assert s.upper.bound >= full.lower.bound
-    assert resumed >= 1
-
-
-def test_budget_share_ends_earlier_and_shares_the_step_costs(monkeypatch):
-    monkeypatch.setattr(budget_mod, "now", lambda: 100.0)
-    b = budget_mod.Budget(10)
-    part = b.share(0.7)
-    assert (b.deadline, part.deadline, part.seconds) == (110.0, 107.0, 10.0) and part.costs is b.costs
-    assert b.share(2).deadline == 110.0                  # never later than the whole budget
 
 
 def test_a_step_that_cannot_be_cut_is_not_started_when_it_would_overrun(monkeypatch):
