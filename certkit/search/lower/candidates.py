@@ -4,7 +4,7 @@ r_eps(A) >= M when the contraction T_A of M messages and their decoder passes th
 (Lemma 8.1) or eps ||T_A^{-1}||_inf < 1 (Lemma 8.2).  The candidates: one message whose cell holds
 every column (M = 1, margin 1 > eps); the peaked rows and prefixes of the farthest rows, pruned
 (late_candidates: soft decoders on the sets the best pruning passed on the way, which the
-sandwich tries after its upper search); on small heads the greedy growth, extended by
+sandwich tries in its upper search's interlude); on small heads the greedy growth, extended by
 soft decoders and retried from other starts where it ends early; on causal and sliding-window
 heads the staircase.  Float tests; the kernel decides each candidate.
 """
@@ -74,7 +74,8 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
 def late_candidates(A, eps, pruning, soft=True):
     """[(kind, M, messages, G)]: the soft decoders of the sets the best pruning passed on the way
     (soft_prune) on heads with N > 512, where the greedy growth is not run; pruning: the record
-    decoding_candidates kept.  The sandwich runs them after the upper search: at L = 1024 on SmolLM2
+    decoding_candidates kept.  The sandwich runs them in the upper search's interlude (after its
+    first failed rank; docs/design.md, "Anytime certification"): at L = 1024 on SmolLM2
     they cost 1-3 times the rest of the lower search and raised it on 2 of 10 sampled heads (19 -> 22,
     58 -> 60), while the upper search's first seconds lower its end by factors (l3-h2: 351 -> 136 in
     7.5 s)."""
