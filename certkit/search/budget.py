@@ -42,6 +42,10 @@ class Budget:
         self.deadline = self.start + self.seconds
         self.costs: dict[str, float] = {}
 
+    def share_spent(self, fraction: float) -> bool:
+        """Whether fraction x B of the budget has passed."""
+        return now() >= self.start + fraction * self.seconds
+
     def spent(self) -> bool:
         return now() >= self.deadline
 

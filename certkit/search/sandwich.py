@@ -7,7 +7,8 @@ The lower search (certkit.search.lower: decoding contractions, Frobenius tail; Â
 so that the upper search (certkit.search.upper: truncated SVD, LP row fits, joint l1 refinement)
 can stop where it meets it; the late lower candidates (soft decoders on the best pruning's sets,
 on heads with N > 512: slow, and seldom better) wait for the upper search's fast first steps (its
-interlude: after the first rank it fails to reach, or after it).  Every candidate is written as a certificate and decided by the
+interlude: after the first rank it fails to reach, under a budget at LATE_AT of it at the latest,
+or after the search).  Every candidate is written as a certificate and decided by the
 kernel (certkit.search.writer.write_checked); only VERIFIED ones are kept, each with the one
 Verdict the kernel gave it.  The peers (certkit.search.peers) report the smallest k at which
 each practitioner's approximation has kernel-certified row-l1 error <= eps.
@@ -18,9 +19,10 @@ the one-message lower bound r >= 1 (with the trivial upper bound r <= min(n, N),
 certificate: A itself has that rank); a fast lower bound (the pruning of the peaked rows, the
 Frobenius tail of A); the truncated SVD's upper bound; then the full lower search and the full
 upper search (each of its improvements), which pauses for the late lower candidates after its
-first failed rank.  Once B seconds have passed, the searches stop at their next safe point and the
-engine returns the best sandwich so far, marked stopped_on_budget.  The candidates of the fast stage are candidates of the full lower search too,
-and the full searches replace what the first stages found: a budget the searches do not reach
+first failed rank or once LATE_AT x B has passed, whichever comes first.  Once B seconds have
+passed, the searches stop at their next safe point and the engine returns the best sandwich so
+far, marked stopped_on_budget.  The candidates of the fast stage are candidates of the full lower
+search too, and the full searches replace what the first stages found: a budget the searches do not reach
 gives exactly the certificates of a run without one.
 """
 import dataclasses
@@ -223,7 +225,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
             late = once(lambda: found.update(late=late_lower(A, eps, head, paths["late"], prov, lo, shared, say)))
             up = certify_upper(A, eps, head, inst, paths["upper"], prov, floor=lo["bound"] if lo else 1,
                                attempts=attempts, layout=LAYOUT, progress=progress,
-                               cache=shared.setdefault("upper", {}), interlude=late)
+                               cache=shared.setdefault("upper", {}), interlude=lambda failed: failed and late())
             late()
             lo = found["late"] or lo
             lower_c = Certificate.read(lo["file"], search=lo, verdict=lo["verdict"]) if lo else None
@@ -246,6 +248,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 
 STOPPED = "stopped on the budget"
+LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
 
 
 def remove_stale_work(folder):
@@ -327,7 +330,8 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                     keep("lower", res)
             late = once(late_keep)
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
-                             improved=upper_improved, cache=cache, interlude=late)
+                             improved=upper_improved, cache=cache,
+                             interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and late())
             if r["k"] is not None and best["upper"] is not None and best["upper"].bound == r["k"]:
                 best["upper"] = dataclasses.replace(best["upper"], search=dict(best["upper"].search, tried=r["tried"]))
             late()

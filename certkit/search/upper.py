@@ -295,9 +295,10 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, interlud
     RETRY_BELOW eps (its check at 120 evaluations stops at 1.2 eps) is tried again from a closer
     start, one that drops fewer components (l0-h3 of SmolLM2 at L = 1024: 522 given up at
     1.21 eps from 546, then reached from 534; the upper bound 523 without this, 499 with it;
-    l29-h3's ranks given up at 1.8-2.3 eps from far starts are not retried).  interlude: None or a callable, called
-    once, after the first rank the descent fails to reach: the end of its fast first steps (the sandwich runs its
-    late lower candidates there).  kw: passed to refine (a shared budget, if given, also ends the descent when spent)."""
+    l29-h3's ranks given up at 1.8-2.3 eps from far starts are not retried).  interlude: None or a callable
+    interlude(failed), called after every rank tried (failed: it was not reached; the sandwich runs its late lower
+    candidates at the first failure, the end of the fast first steps, or once a budget is mostly spent).  kw: passed
+    to refine (a shared budget, if given, also ends the descent when spent)."""
     target = eps * (1 - SAFETY)
     k = C.shape[1]
     step = max(1, k // 8)
@@ -318,14 +319,13 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, interlud
             C2 = lp_rescue(A, C1, G1, eps)
             if C2 is not None:
                 C1, ok = C2, True
+        if interlude is not None:
+            interlude(not ok)
         if ok:
             C, G, k = C1, G1, k1
             yield k, C, G
         else:
             failed[k1] = k - k1 if outcome.get("gave_up", np.inf) < RETRY_BELOW else 0
-            if interlude is not None:
-                interlude, run = None, interlude
-                run()
             if step > 1:
                 step //= 2
             else:

@@ -106,22 +106,38 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     assert stages == ["fast lower", "SVD upper", "lower search", "late lower search"]
     fast, svd = said.index("fast lower"), said.index("SVD upper")
     assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
-    assert [t for t in said if "(upper: " in t][-1].startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+    last_upper = [t for t in said if "(upper: " in t][-1]
+    assert last_upper.startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
 
 
-def test_the_descent_pauses_once_for_the_late_lower_search_after_its_first_failed_rank(monkeypatch):
-    """upper.descend's interlude: called exactly once, right after the first rank it fails to reach
-    (refine is faked: ranks >= 5 reach eps, smaller ones do not)."""
+def test_the_descent_calls_its_interlude_after_every_rank_it_tries(monkeypatch):
+    """upper.descend's interlude(failed): after each rank tried, saying whether it was reached (refine is
+    faked: ranks >= 5 reach eps, smaller ones do not)."""
     from certkit.search import upper
     monkeypatch.setattr(upper, "refine", lambda A, C, G, **kw: (C, G))
     monkeypatch.setattr(upper, "factor_row_errors", lambda A, C, G: np.array([0.0 if C.shape[1] >= 5 else 1.0]))
     rng = np.random.default_rng(0)
     A, C, G = rng.random((40, 40)), rng.random((40, 16)), rng.random((16, 40))
     seen, calls = [], []
-    for k, _, _ in upper.descend(A, 0.25, C, G, rescue=False, interlude=lambda: calls.append(list(seen))):
+    pause = lambda failed: calls.append((list(seen), failed))
+    for k, _, _ in upper.descend(A, 0.25, C, G, rescue=False, interlude=pause):
         seen.append(k)
     assert seen == [14, 12, 10, 8, 6, 5]           # steps of 16 // 8 = 2, then 1 after the failure at 4
-    assert calls == [[14, 12, 10, 8, 6]]            # once, after 4 failed, before 5 was tried
+    assert [c for c in calls if c[1]] == [([14, 12, 10, 8, 6], True)]    # 4 failed; not tried again after 5
+    assert len(calls) == 7 and calls[0] == ([], False)      # after every rank tried, before it is yielded
+
+
+def test_a_budgeted_upper_search_pauses_for_the_late_lower_search_at_LATE_AT(head, monkeypatch):
+    """Under a budget the interlude runs the late lower search once LATE_AT of the budget has passed,
+    even if no rank failed (the fake clock: one second per read)."""
+    from certkit.search import sandwich as sandwich_mod
+    clock = CountingClock()
+    monkeypatch.setattr(budget_mod, "now", clock)
+    said = []
+    monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)          # at once: at the descent's first rank
+    sandwich(head, EPS, budget=10 ** 9, progress=said.append)
+    late = said.index("late lower search")
+    assert "(upper: refined)" not in " ".join(said[:late]) and said.count("late lower search") == 1
 
 
 def test_the_late_lower_search_runs_once_in_every_sandwich(head):
