@@ -44,7 +44,7 @@ def max_half_width(d, beta, L, cell=None):
 
 def _write(path, instance, witness, bound, eps, provenance):
     kind = KINDS["lower-lattice"]
-    doc = {"format": FORMAT, "version": writer.VERSION, "kind": kind.name,
+    doc = {"format": FORMAT, "version": writer.version_of(kind.name), "kind": kind.name,
            "claim": {"quantity": "r_eps", "relation": kind.relation, "bound": str(int(bound)),
                      "eps": numeral(Fraction(eps))},
            "instance": instance, "witness": witness, "assumptions": list(kind.lemmas)}
