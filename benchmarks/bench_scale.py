@@ -49,9 +49,9 @@ def main():
     print(f"default certkit scale (all families, 143 points + 65^4 point + 12 cross-checks): median {wall:.1f} s "
           f"over {args.repeats} runs; ratio to the {BUDGET:.0f} s budget {wall / BUDGET:.3f}")
     tmp = tempfile.mkdtemp(prefix="bench-scale-pts-")
-    for fam in scale.FAMILIES:
+    for fam in scale.LATTICE_FAMILIES:
         ts = []
-        for d in scale.FAMILIES[fam]["dims"]:
+        for d in scale.LATTICE_FAMILIES[fam]["dims"]:
             for x in scale.grid(fam, 13):
                 ts.append(timed(lambda: scale.point(fam, d, x, eps, tmp)))
         print(f"  {fam:<12} median {1e3 * statistics.median(ts):7.1f} ms per point (write + kernel check + "

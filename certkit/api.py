@@ -25,7 +25,7 @@ from .errors import UserError
 from .numbers import (PEER_NAMES, parse_budget, parse_distance, parse_eps, parse_eps_list, parse_jobs, parse_output_eps,
                       parse_peers, parse_time_limit)
 from .results import AuditResult, CalibrateResult, CausalLaw, ScaleResult, Table, TablesResult
-from .scaling import EPS as SCALE_EPS, FAMILIES_DEFAULT as SCALE_FAMILIES, POINTS as SCALE_POINTS, \
+from .scaling import DEFAULT_LAWS as SCALE_LAWS, EPS as SCALE_EPS, POINTS as SCALE_POINTS, \
     TOLERANCE as SCALE_TOLERANCE
 from .symbolic import FORMATS as TABLE_FORMATS
 from .threads import limited
@@ -208,7 +208,7 @@ def audit(target: Head | str | os.PathLike[str], eps: EpsLike | Sequence[EpsLike
 
 
 @limited()
-def scale(families: str | Sequence[str] = SCALE_FAMILIES, *, eps: EpsLike = SCALE_EPS, points: int = SCALE_POINTS,
+def scale(families: str | Sequence[str] = SCALE_LAWS, *, eps: EpsLike = SCALE_EPS, points: int = SCALE_POINTS,
           tolerance: float = SCALE_TOLERANCE, out: str | os.PathLike[str] | None = None, crosscheck: bool = True,
           causal_lengths: Sequence[int] | None = None) -> ScaleResult:
     """The certified scaling laws (docs/mathematics.md §8.2-8.5), as `certkit scale` computes them:

@@ -25,9 +25,8 @@ from . import synthetic
 from .errors import UserError
 from .head import RowMask
 from .numbers import PEER_NAMES, exact, tag
-from .outputs import FolderLock, write_atomic
+from .outputs import FolderLock, check_folder, ensure_folder, write_atomic
 from .provenance import portable_path, producer, producer_line, wheel_source
-from .search import writer
 
 
 SEED = 0           # the seed of the random peers (Performer, Linformer)
@@ -49,8 +48,8 @@ def parse_synthetic(spec):
     """'gaussian:n=64,d=8,beta=2,seed=0' -> the synthetic Head (named by its parameters); mask=causal
     gives it a causal row mask (query i at position i + N - n: a decoder's head, for KV-cache methods)."""
     m = SYNTH.match(spec.strip())
-    if not m or m["family"] not in synthetic.FAMILIES:
-        raise CertifyError(f"--synthetic {spec!r}: family must be one of {', '.join(synthetic.FAMILIES)} "
+    if not m or m["family"] not in synthetic.SYNTHETIC_FAMILIES:
+        raise CertifyError(f"--synthetic {spec!r}: family must be one of {', '.join(synthetic.SYNTHETIC_FAMILIES)} "
                            f"(e.g. gaussian:n=64,d=8,beta=2,seed=0)")
     p = {"n": "64", "d": "8", "beta": "1", "seed": "0"}
     for kv in filter(None, (m["params"] or "").split(",")):
@@ -238,7 +237,7 @@ def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=SEED, attempts=AT
     head (nothing lost on interruption).  status(i, head): None or the progress callable of the
     i-th head (certify_head's); finished(rows): called with each head's rows once they are written."""
     from .search.sandwich import remove_stale_work
-    writer.ensure_folder(out, "--out")
+    ensure_folder(out, "--out")
     with FolderLock(out, "--out", wait):     # one run per folder at a time
         remove_stale_work(out)
         rows = []
@@ -461,7 +460,7 @@ def read_model_heads(args, mults, out_root):
     txt = read_text_file(args.text) if args.text is not None else None
     toks = read_tokens_file(args.tokens) if args.tokens is not None else None
     args.out = args.out or os.path.join(out_root, model_name(args.model))
-    writer.check_folder(args.out, "--out")             # created once the model and its input are read
+    check_folder(args.out, "--out")                    # created once the model and its input are read
     model, tok, info = load(args.model)
     layers = check_indices(None if layers == "all" else layers, info["layers"], "--layers")
     heads = check_indices(None if heads == "all" else heads, info["heads"], "--heads")
@@ -473,7 +472,7 @@ def read_model_heads(args, mults, out_root):
         c = capture(model, info, ids, layers=layers, progress=lambda l: capturing.update(1))
     err = reconstruction(c)
     del model
-    writer.ensure_folder(args.out, "--out")
+    ensure_folder(args.out, "--out")
     hs = model_heads(c, layers, heads, mults, sha, err)
     meta = {k: info[k] for k in ("name", "family", "class", "decoder", "layers", "heads", "kv_heads", "d_head",
                                  "positions", "max_length", "dtype")}

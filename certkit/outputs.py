@@ -14,6 +14,9 @@ Neither follows a link or replaces what is not a regular file: an output path th
 symbolic link, folder, FIFO or device (a repository can ship `.certkit.lock -> ~/.bashrc`, a user
 can type `--summary /dev/full`) is refused with an OutputError (exit 73) naming it, and nothing is
 written.  Every OSError while writing (a full disk: ENOSPC) becomes an OutputError naming the file.
+
+An output folder (--out): check_folder(path, what) checks that it is writable or can be created
+(before long work), ensure_folder(path, what) creates it (once the inputs are read).
 """
 import errno
 import json
@@ -115,6 +118,37 @@ def write_rows(path, rows, fields):
     w.writeheader()
     w.writerows(rows)
     write_atomic(path, buf.getvalue())
+
+
+def check_folder(path, what="--out"):
+    """OutputError naming `what` unless the output folder path exists and is writable, or can be
+    created (its nearest existing parent is a writable folder).  Creates nothing: a run checks its
+    output before long work and creates the folder only once its inputs have been read."""
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise OutputError(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK):
+            raise OutputError(f"{what} {path}: the folder is not writable")
+        return path
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise OutputError(f"{what} {path}: cannot create the folder ({parent} is not a writable folder)")
+    return path
+
+
+def ensure_folder(path, what="--out"):
+    """Create the output folder path (OutputError naming `what` if it cannot be a folder)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OutputError(f"{what} {path}: exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{what} {path}: cannot create the folder ({e.strerror})") from None
+    if not os.access(path, os.W_OK):
+        raise OutputError(f"{what} {path}: the folder is not writable")
+    return path
 
 
 class FolderLock:

@@ -10,7 +10,7 @@ import numpy as np
 from .errors import UserError
 from .head import Head
 
-FAMILIES = ("gaussian", "clustered", "near-permutation", "key-only")
+SYNTHETIC_FAMILIES = ("gaussian", "clustered", "near-permutation", "key-only")
 
 
 def _round(a):
@@ -40,6 +40,6 @@ def head(family, n, d, beta=Fraction(1), N=None, seed=0, name=None):
         Q = np.tile(q, (n, 1))
         K = rng.standard_normal((N, d))
     else:
-        raise UserError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+        raise UserError(f"unknown family {family!r}; choose from {', '.join(SYNTHETIC_FAMILIES)}")
     return Head(_round(Q), _round(K), beta, name=name or f"{family}-n{n}-d{d}",
                 provenance={"family": family, "seed": seed})

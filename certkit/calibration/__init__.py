@@ -91,7 +91,7 @@ def calibrate(model=MODEL, layers="all", heads="all", lengths=LENGTHS, multiplie
     of each length with the tokenizer's own special tokens (a folder holding another text's groups
     is refused).  The folder is locked while the run writes there
     (certkit.outputs.FolderLock): another run into it raises OutputError, or with wait=True waits for it."""
-    from ..search.writer import check_folder
+    from ..outputs import check_folder
     from .grid import run_grid
     from ..results import CalibrateResult
     from .summary import csv_fields, write_summary

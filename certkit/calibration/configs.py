@@ -1,23 +1,17 @@
 """The calibration's store of finished groups: OUT/configs/L<L>/l<layer>-h<head>-m<m>.json, one per
-(length, layer, head, multiplier), each written atomically, so that a rerun skips what is there and
-an interrupted run loses nothing finished; collect() reads them back for the report."""
+(length, layer, head, multiplier), each written atomically (certkit.outputs.write_json), so that a
+rerun skips what is there and an interrupted run loses nothing finished; collect() reads them back
+for the report."""
 import json
 import os
 from fractions import Fraction
 
 from ..numbers import tag
-from ..outputs import write_json
 
 
 def group_path(out, L, l, h, m):
     """The config file of group (L, layer l, head h, multiplier m) under out."""
     return os.path.join(out, "configs", f"L{L}", f"l{l}-h{h}-m{tag(m)}.json")
-
-
-def write_atomic(path, obj):
-    """Write obj as JSON to path through a uniquely named temporary file and a rename (never half a
-    file, never two writers on one temporary file: certkit.outputs)."""
-    write_json(path, obj)
 
 
 def collect(out, grid=None):

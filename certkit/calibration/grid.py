@@ -25,12 +25,13 @@ from ..driver import sandwich_files
 from ..errors import UserError
 from ..models.families import times
 from ..numbers import tag
+from ..outputs import write_json
 from ..provenance import producer
 from .. import parallel
 from ..search import writer
 from ..search.chain import best_chain
 from ..symbolic.float_chain import log_size
-from .configs import group_path, write_atomic
+from .configs import group_path
 
 # Certificates: arrays above 256 entries as content-named .npy sidecars, so the queries and keys of
 # a head at one length are stored once for its 5 multipliers x 3 eps x 3 kinds (and the kernel
@@ -123,7 +124,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
     prov = {"producer": "certkit calibrate", "model": p["model"], "layer": p["layer"], "head": p["head"],
             "length": p["length"], "multiplier": str(mult), "text_sha256": text_sha256}
     chain_cache = {}                            # per r: witness and kernel geometry, shared by the eps
-    shared = {}                                 # the lower search's eps-free work, shared by the eps
+    lower_cache = {}                            # the lower search's eps-free work, kept across the eps
     rows = []
     for e in eps_list:
         eps = Fraction(e)
@@ -131,7 +132,7 @@ def group(head, multiplier, eps_list, cert_dir, text_sha256=None, geo=None):
         name = f"m{tag(mult)}-eps-{tag(eps)}"
         stem = os.path.join(base_dir, name)
         br = fields[str(eps)]
-        lo, up = sandwich_files(A, eps, h, inst, stem, prov, LAYOUT, shared, **UPPER_SEARCH)
+        lo, up = sandwich_files(A, eps, h, inst, stem, prov, LAYOUT, lower_cache, **UPPER_SEARCH)
         rs = sorted({r for r in (br["r_opt"], prof.r_max) if r is not None})
         R_sym = None
         # the chain does not apply to a row-masked head (docs/mathematics.md §4.5, §8.5; the kernel answers
@@ -180,7 +181,7 @@ def refresh(task):
                      for r in g["rows"]]
         g.update(curves)
         g["bridge_seconds"] = round(time.perf_counter() - t0, 3)
-        write_atomic(path, g)
+        write_json(path, g)
         done.append(g)
     return done
 
@@ -202,7 +203,7 @@ def head_task(task):
     for m in task["multipliers"]:
         g = group(h, m, task["eps"], task["cert_dir"], task.get("text_sha256"), geo)
         g["seconds"] = round(g["seconds"] + share, 3)
-        write_atomic(group_path(task["out"], p["length"], p["layer"], p["head"], Fraction(m)), g)
+        write_json(group_path(task["out"], p["length"], p["layer"], p["head"], Fraction(m)), g)
         done.append(g)
     return done
 
@@ -235,7 +236,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
         source = "pydoc_data.topics (sorted keys)" if text is None and tokens is None else \
             "--text" if text is not None else "--tokens"
         window(min(lengths))                 # a bad input (too short, no tokenizer) fails before any work
-    from ..search.writer import ensure_folder
+    from ..outputs import ensure_folder
     ensure_folder(out, "out")                # created once the model and its input are read
     if lock is not None:
         lock.acquire()
@@ -268,7 +269,7 @@ def run_grid(model_spec, out, layers, heads, lengths, mults, eps_list, workers=1
             "text": source, "text_sha256": sha, "reconstruction": recon, "producer": producer(),
             "grid": {"layers": layers, "heads": heads, "lengths": list(lengths), "multipliers": [str(m) for m in mults],
                      "eps": [str(e) for e in eps_list]}}
-    write_atomic(os.path.join(out, "meta.json"), meta)
+    write_json(os.path.join(out, "meta.json"), meta)
     del model
     todo.sort(key=lambda t: (t["refresh"], -t["head"].provenance["length"]))   # longest first: the pool ends short
     left = sum(len(t["multipliers"]) for t in todo if not t["refresh"])

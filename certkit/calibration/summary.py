@@ -9,9 +9,9 @@ from fractions import Fraction
 import numpy as np
 
 from ..figures import fmt
-from ..outputs import write_atomic as write_text, write_rows
+from ..outputs import write_atomic, write_json, write_rows
 from ..provenance import with_producer
-from .configs import collect, group_path, write_atomic
+from .configs import collect, group_path
 from .plots import FIGURES, figures
 from .statistics import DEFINITIONS, RESAMPLES, has_bias_bridge, statistics
 
@@ -264,8 +264,8 @@ def write_summary(out, with_plots=True):
     meta, rows, curves = load(out)
     s = statistics(rows)
     write_rows(os.path.join(out, "results.csv"), rows, csv_fields(rows))
-    write_atomic(os.path.join(out, "results.json"), {"meta": meta, "statistics": s, "rows": rows})
-    write_text(os.path.join(out, "SUMMARY.md"), with_producer(summary_markdown(meta, s, rows), meta.get("producer")))
+    write_json(os.path.join(out, "results.json"), {"meta": meta, "statistics": s, "rows": rows})
+    write_atomic(os.path.join(out, "SUMMARY.md"), with_producer(summary_markdown(meta, s, rows), meta.get("producer")))
     if with_plots and rows:
         figures(rows, curves, out, s)
     return rows, s

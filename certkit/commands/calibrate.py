@@ -54,7 +54,7 @@ def run(args):
     text = read_text_file(args.text) if args.text is not None else None
     tokens = read_tokens_file(args.tokens) if args.tokens is not None else None
     out = args.out or os.path.join("data", "calibration", model_name(args.model))
-    from ..search.writer import check_folder
+    from ..outputs import check_folder
     check_folder(out, "--out")                          # created once the model is loaded
     t0 = time.perf_counter()
     layers, heads, lengths, mults, eps_list, workers = opts

@@ -21,7 +21,7 @@ def add_arguments(p):
                    "optional beta, weights, bias; see certkit/head.py)")
     p.add_argument("--synthetic", action="append", default=[], metavar="SPEC",
                    help="a synthetic head FAMILY[:n=..,N=..,d=..,beta=..,seed=..], FAMILY one of "
-                        + ", ".join(synthetic.FAMILIES) + " (repeatable)")
+                        + ", ".join(synthetic.SYNTHETIC_FAMILIES) + " (repeatable)")
     p.add_argument("--beta", help="temperature for head files without one (e.g. 1/8 or 1/sqrt(64))")
     p.add_argument("--eps", default=EPS_DEFAULT, help=f"comma-separated tolerances, exact (default {EPS_DEFAULT})")
     p.add_argument("--out", default=None, metavar="DIR",

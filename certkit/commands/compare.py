@@ -24,8 +24,8 @@ from ..compress import methods_help, parse_methods
 from ..driver import parse_synthetic, read_model_heads
 from ..head import Head
 from ..numbers import decimal, parse_beta, parse_distance, parse_output_eps
+from ..outputs import ensure_folder
 from ..provenance import portable_path, producer
-from ..search import writer
 
 
 def add_arguments(p):
@@ -114,7 +114,7 @@ def run(args):
             raise CompareError(f"--norm needs heads with values: head {next(h.name for h in heads if h.values is None)!r} "
                                f"has none (--model reads V and W_O from the model; a head file needs a 'values' array)")
         args.out = args.out or os.path.join("data", "compare")
-        writer.ensure_folder(args.out, "--out")
+        ensure_folder(args.out, "--out")
     meta["command"] = command_line(args)
     meta["producer"] = producer()
     return compare(args, heads, methods, eps, meta)

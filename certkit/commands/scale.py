@@ -9,8 +9,8 @@ import time
 
 from ..errors import UserError
 from ..numbers import parse_eps
-from ..scaling import CAUSAL_NS, EPS, FAMILIES_DEFAULT, POINTS, TOLERANCE, growth
-from ..scaling.laws import FAMILIES, POINT_FIELDS, ScaleError, cell, laws, write, write_csv
+from ..scaling import CAUSAL_NS, DEFAULT_LAWS, EPS, POINTS, TOLERANCE, growth
+from ..scaling.laws import LATTICE_FAMILIES, POINT_FIELDS, ScaleError, cell, laws, write, write_csv
 
 
 GROWTH_ONLY = (("growth_budget", "--growth-budget"), ("encoder_model", "--encoder-model"),
@@ -64,7 +64,7 @@ def run_growth(args, fams, eps):
 
 
 def add_arguments(p):
-    p.add_argument("--families", default=",".join(FAMILIES_DEFAULT),
+    p.add_argument("--families", default=",".join(DEFAULT_LAWS),
                    help="comma-separated families: sphere, ball, interaction (lattice lower bounds against beta), "
                         "causal (prefix averaging against the context length) (default all)")
     p.add_argument("--eps", default=str(EPS), help=f"tolerance eps in (0, 1), exact numeral (default {EPS})")
@@ -102,7 +102,7 @@ def add_arguments(p):
 def parse_options(args):
     """(families, eps) from the command line; ScaleError (a UserError) naming the argument."""
     fams = [f.strip() for f in args.families.split(",") if f.strip()]
-    known = list(FAMILIES) + ["causal", "causal-real"]
+    known = list(LATTICE_FAMILIES) + ["causal", "causal-real"]
     bad = [f for f in fams if f not in known]
     if bad or not fams:
         raise ScaleError(f"--families: unknown family {bad[0] if bad else '(none)'!r} (choose from {', '.join(known)})")
@@ -131,7 +131,7 @@ def parse_lengths(text):
 def run(args):
     """Exit 0: every point VERIFIED and every slope within tolerance; 1 otherwise.  Bad input raises
     ScaleError (a UserError: the CLI's exit 64); an --out that cannot be a folder, OutputError (73)."""
-    from ..search.writer import ensure_folder
+    from ..outputs import ensure_folder
     fams, eps = parse_options(args)
     if "causal-real" in fams:
         return run_growth(args, fams, eps)

@@ -10,7 +10,7 @@ def add_arguments(p):
 
 def run(args):
     """certkit tables: write every table in the chosen formats, print the paths."""
-    from ..search.writer import ensure_folder
+    from ..outputs import ensure_folder
     ensure_folder(args.out, "--out")
     for path in build_tables(args.out, FORMATS if args.format == "all" else (args.format,)):
         print(path)

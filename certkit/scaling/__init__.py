@@ -12,7 +12,7 @@ certkit.scale (the public API) and `certkit scale` (certkit/commands/scale.py) b
 from fractions import Fraction
 
 # the defaults of certkit.scale and `certkit scale` alike (laws.laws)
-FAMILIES_DEFAULT = ("sphere", "ball", "interaction", "causal")
+DEFAULT_LAWS = ("sphere", "ball", "interaction", "causal")
 EPS = Fraction(35, 100)
 POINTS = 13                  # points per line, log-spaced over three decades
 TOLERANCE = 0.01             # the relative slope error allowed

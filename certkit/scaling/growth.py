@@ -35,9 +35,8 @@ import numpy as np
 
 from ..errors import UserError
 from ..numbers import tag
-from ..outputs import write_atomic, write_rows
+from ..outputs import ensure_folder, write_atomic, write_rows
 from ..provenance import producer, with_producer
-from ..search import writer
 
 DEFAULT_HEADS = "l7-h1,l1-h2,l18-h8,l11-h6,l28-h2,l29-h1"
 DEFAULT_LENGTHS = "128,256,512,1024"
@@ -409,7 +408,7 @@ def run(model, heads, lengths, eps, out, workers=1, scheduler=None, plots=True, 
     """Compute (or resume) the points, write causal-real.{md,csv} and the plot; returns (rows, fits).
     budget: None or seconds per point; encoder: None or (spec, heads), the encoder series."""
     from ..outputs import FolderLock
-    writer.ensure_folder(out, "--out")
+    ensure_folder(out, "--out")
     with FolderLock(out, "--out"):       # one run per folder: then the scratch a killed run left can go
         rows, info = points(model, heads, lengths, eps, out, workers, scheduler, sys.stderr.isatty(), budget, encoder)
     fits = laws(rows)

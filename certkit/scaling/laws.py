@@ -31,9 +31,10 @@ from ..provenance import producer, with_producer
 from ..outputs import write_atomic
 from ..results import CausalLaw, ScaleResult
 from ..search import lattice as lat
-from . import CAUSAL_NS, EPS, FAMILIES_DEFAULT, POINTS, TOLERANCE
+from . import CAUSAL_NS, DEFAULT_LAWS, EPS, POINTS, TOLERANCE
 
-FAMILIES: dict[str, dict[str, Any]] = {   # dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
+# the lattice families: dims, x range (beta; interaction: rho), theory exponent, chain-plotted dims
+LATTICE_FAMILIES: dict[str, dict[str, Any]] = {
     "sphere": {"dims": (2, 3, 4), "lo": 10 ** 4, "hi": 10 ** 7, "chain": (2, 3)},
     "ball": {"dims": (2, 3, 4, 6), "lo": 10 ** 5, "hi": 10 ** 8, "chain": (2, 3), "L": 5},
     "interaction": {"dims": (1, 2, 3, 4), "lo": 300, "hi": 9487, "chain": (1, 2), "L": 5},
@@ -51,7 +52,7 @@ def exponent(family, dim):
 
 def grid(family, points):
     """Integer x values log-spaced over the family's range (beta; interaction: rho)."""
-    f = FAMILIES[family]
+    f = LATTICE_FAMILIES[family]
     return [int(v) for v in np.unique(np.round(np.geomspace(f["lo"], f["hi"], points)).astype(np.int64))]
 
 
@@ -77,7 +78,7 @@ def chain_log10_upper(family, dim, beta, eps, K=None, L=None):
 
 def point(family, dim, x, eps, cert_dir):
     """Write and kernel-check one parametric certificate; returns the row (dict)."""
-    f = FAMILIES[family]
+    f = LATTICE_FAMILIES[family]
     path = os.path.join(cert_dir, family, f"{'r' if family == 'interaction' else 'd'}{dim}-x{x}.json")
     prov = {"producer": "certkit scale", "family": family}
     row = {"family": family, "dim": dim, "exponent": str(exponent(family, dim))}
@@ -128,8 +129,8 @@ def fit_slope(x, M):
 
 def slopes(rows, tolerance):
     out = []
-    for family in FAMILIES:
-        for dim in FAMILIES[family]["dims"]:
+    for family in LATTICE_FAMILIES:
+        for dim in LATTICE_FAMILIES[family]["dims"]:
             sel = [r for r in rows if r["family"] == family and r["dim"] == dim]
             if not sel:
                 continue
@@ -447,9 +448,9 @@ def causal_plot(law, eps, path):
 
 
 # ---------------------------------------------------------------- the laws in one call
-def laws(families=FAMILIES_DEFAULT, eps=EPS, points=POINTS, tolerance=TOLERANCE, out=None, crosscheck=True,
+def laws(families=DEFAULT_LAWS, eps=EPS, points=POINTS, tolerance=TOLERANCE, out=None, crosscheck=True,
          causal_lengths=None, progress=False, rows=None):
-    """The certified scaling laws of `families` (FAMILIES and "causal") at eps (exact): a
+    """The certified scaling laws of `families` (LATTICE_FAMILIES and "causal") at eps (exact): a
     ScaleResult with the lattice points (points per line, log-spaced), their slopes against the
     theory within tolerance, the 65^4 headline point, the explicit cross-check (crosscheck) and the
     causal law at causal_lengths (None: CAUSAL_NS; given, they add the causal family).  The
@@ -460,15 +461,17 @@ def laws(families=FAMILIES_DEFAULT, eps=EPS, points=POINTS, tolerance=TOLERANCE,
     families = [families] if isinstance(families, str) else list(families)
     if causal_lengths is not None and "causal" not in families:
         families.append("causal")
-    bad = [f for f in families if f not in FAMILIES and f != "causal"]
+    bad = [f for f in families if f not in LATTICE_FAMILIES and f != "causal"]
     if bad:
-        raise ScaleError(f"families: unknown family {bad[0]!r} (choose from {', '.join([*FAMILIES, 'causal'])})")
+        raise ScaleError(f"families: unknown family {bad[0]!r} "
+                         f"(choose from {', '.join([*LATTICE_FAMILIES, 'causal'])})")
     rows = [] if rows is None else rows
     folder = tempfile.TemporaryDirectory(prefix="certkit-") if out is None else contextlib.nullcontext(os.fspath(out))
     with folder as base:
         cert_dir = os.path.join(base, "certificates")
         os.makedirs(cert_dir, exist_ok=True)
-        tasks = [(f, d, x) for f in families if f in FAMILIES for d in FAMILIES[f]["dims"] for x in grid(f, points)]
+        tasks = [(f, d, x) for f in families if f in LATTICE_FAMILIES
+                 for d in LATTICE_FAMILIES[f]["dims"] for x in grid(f, points)]
         for f, d, x in tqdm(tasks, desc="certkit scale", unit="pt", disable=not progress):
             rows.append(point(f, d, x, eps, cert_dir))
         head = headline(eps, cert_dir)

@@ -164,18 +164,6 @@ def output_certificate(path, pairs, eps, norm, relative, provenance=None, shared
                             provenance))
 
 
-def ensure_folder(path, what="--out"):
-    """Create the output folder path (OutputError naming `what` if it cannot be a folder)."""
-    from ..errors import OutputError
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise OutputError(f"{what} {path}: exists and is not a folder")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise OutputError(f"{what} {path}: cannot create the folder ({e.strerror})") from None
-    if not os.access(path, os.W_OK):
-        raise OutputError(f"{what} {path}: the folder is not writable")
-    return path
 
 
 def write_checked(path, kind, bound, eps, head, witness_arrays, provenance=None, **layout):
@@ -198,23 +186,3 @@ def remove(path):
         full = os.path.join(d, f)
         if full == path or (full.startswith(stem + ".") and f.endswith(".npy")):
             os.remove(full)
-
-
-def check_folder(path, what="--out"):
-    """OutputError naming `what` unless the output folder path exists and is writable, or can be
-    created (its nearest existing parent is a writable folder).  Creates nothing: a run checks its
-    output before long work and creates the folder only once its inputs have been read."""
-    from ..errors import OutputError
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise OutputError(f"{what} {path}: exists and is not a folder")
-        if not os.access(path, os.W_OK):
-            raise OutputError(f"{what} {path}: the folder is not writable")
-        return path
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-        raise OutputError(f"{what} {path}: cannot create the folder ({parent} is not a writable folder)")
-    return path
-

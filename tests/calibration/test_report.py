@@ -17,6 +17,7 @@ import pytest
 from certkit import cli
 from certkit.calibration import configs, plots, summary
 from certkit.calibration import statistics as calstats
+from certkit.outputs import write_json
 
 import paths
 
@@ -221,8 +222,8 @@ def write_calibrate_folder(out, rows, bias=True):
         g = {"rows": rs, "tau_width": tau}
         if bias:
             g["tau_width_bias"] = [min(2.0, 1.5 * t) for t in tau]
-        configs.write_atomic(configs.group_path(str(out), L, l, h, Fraction(m)), g)
-    configs.write_atomic(os.path.join(out, "meta.json"), meta_of(rows))
+        write_json(configs.group_path(str(out), L, l, h, Fraction(m)), g)
+    write_json(os.path.join(out, "meta.json"), meta_of(rows))
 
 
 def biased_rows():

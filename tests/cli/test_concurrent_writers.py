@@ -19,14 +19,14 @@ CERTIFY = [sys.executable, "-m", "certkit", "certify", "--synthetic", "gaussian:
 
 
 def test_two_writers_of_one_file(tmp_path):
-    """Two processes rewriting one JSON file 200 times each with calibrate's write_atomic: no error,
-    no stray temporary file, and the file read back is always one writer's whole document."""
+    """Two processes rewriting one JSON file 200 times each with write_json (calibrate's JSON writer):
+    no error, no stray temporary file, and the file read back is always one writer's whole document."""
     target = tmp_path / "results.json"
     code = textwrap.dedent(f"""
         import sys
-        from certkit.calibration.configs import write_atomic
+        from certkit.outputs import write_json
         for i in range(200):
-            write_atomic({str(target)!r}, {{"writer": sys.argv[1], "i": i, "pad": "x" * 20000}})
+            write_json({str(target)!r}, {{"writer": sys.argv[1], "i": i, "pad": "x" * 20000}})
     """)
     procs = [subprocess.Popen([sys.executable, "-c", code, w], env=ENV, stderr=subprocess.PIPE, text=True)
              for w in "ab"]

@@ -129,7 +129,7 @@ def test_head_for_matches_the_published_instance():
 def test_synthetic_heads_are_seeded_dyadic_heads_of_their_family():
     from certkit import synthetic
     from certkit.errors import UserError
-    for fam in synthetic.FAMILIES:
+    for fam in synthetic.SYNTHETIC_FAMILIES:
         h = synthetic.head(fam, 6, 3, beta="1/2", N=5, seed=2)
         assert isinstance(h, Head) and (h.n, h.N, h.d) == (6, 5, 3) and h.beta == Fraction(1, 2)
         assert h.provenance == {"family": fam, "seed": 2} and h.name == f"{fam}-n6-d3"
