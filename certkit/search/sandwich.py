@@ -22,8 +22,8 @@ upper search (each of its improvements), which pauses for the late lower candida
 first failed rank or once LATE_AT x B has passed, whichever comes first.  Once B seconds have
 passed, the searches stop at their next safe point and the engine returns the best sandwich so
 far, marked stopped_on_budget.  The candidates of the fast stage are candidates of the full lower
-search too, and the full searches replace what the first stages found: a budget the searches do not reach
-gives exactly the certificates of a run without one.
+search too, and the full searches replace what the first stages found: a budget the searches do
+not reach gives exactly the certificates of a run without one.
 """
 import dataclasses
 import os
@@ -52,14 +52,14 @@ WORK_PREFIX = ".certkit-work-"   # the searches' temporary folder under a run's 
 def lower_candidates(A, e, shared, soft=True, late=True):
     """[(M, kind, witness)] of the full lower search at the float eps e: decoding contractions and
     Frobenius tails (shared: see certify_lower); late: with the late candidates (late_candidates),
-    which the sandwich tries after its upper search."""
+    which the sandwich tries in its upper search's interlude instead (late_lower)."""
     n, N = A.shape
     if "far" not in shared:
         shared["far"] = farthest_rows(A, far_count(*A.shape))
     growth = shared.setdefault("growth", [])
     pruning = shared.setdefault("pruning", {})
-    cands = [decoding_witness(c) for c in decoding_candidates(
-        A, e, growth=growth, far=shared["far"], soft=soft, records=shared.setdefault("records", {}), pruning=pruning)]
+    cands = [decoding_witness(c) for c in decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
+                                                              records=shared.setdefault("records", {}), pruning=pruning)]
     if late:
         cands += [decoding_witness(c) for c in late_candidates(A, e, pruning, soft)]
     for M, rows, cells in frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
