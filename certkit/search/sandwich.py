@@ -57,9 +57,9 @@ def lower_candidates(A, e, shared, soft=True, late=True):
     if "far" not in shared:
         shared["far"] = farthest_rows(A, far_count(*A.shape))
     growth = shared.setdefault("growth", [])
-    pruning = shared.setdefault("pruning", {})
+    pruning, records = shared.setdefault("pruning", {}), shared.setdefault("records", {})
     cands = [decoding_witness(c) for c in decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
-                                                              records=shared.setdefault("records", {}), pruning=pruning)]
+                                                              records=records, pruning=pruning)]
     if late:
         cands += [decoding_witness(c) for c in late_candidates(A, e, pruning, soft)]
     for M, rows, cells in frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
