@@ -62,6 +62,13 @@ def heads(length, cache):
     return out
 
 
+def command_line(a):
+    """The options this run was given, as a user would type them (--cache named, not its path: no
+    machine's path in a committed result)."""
+    opts = f"--vs {a.vs} --new {a.new} --count {a.count} --budget {a.budget:g} --length {a.length} --seed {a.seed}"
+    return opts + (" --cache FILE.npz" if a.cache else "")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--vs", default="fe62cfb", help="the git revision to compare with (default: %(default)s)")
@@ -119,7 +126,7 @@ def main():
     if a.out:
         with open(a.out, "w") as fh:
             fh.write("# Budgeted certification of SmolLM2 heads, old against new\n\nMade by "
-                     f"`.venv/bin/python benchmarks/bench_budget_sample.py {' '.join(sys.argv[1:])}`.\n\n"
+                     f"`.venv/bin/python benchmarks/bench_budget_sample.py {command_line(a)}`.\n\n"
                      + "\n".join(lines) + "\n")
 
 
