@@ -5,8 +5,8 @@ certkit.certify, `certkit certify`, calibrate and scale share.
 
 The lower search (certkit.search.lower: decoding contractions, Frobenius tail; §8.1) runs first,
 so that the upper search (certkit.search.upper: truncated SVD, LP row fits, joint l1 refinement)
-can stop where it meets it; the late lower candidates (soft decoders on the best pruning's sets,
-on heads with N > 512: slow, and seldom better) wait for the upper search's fast first steps (its
+can stop where it meets it; the late lower candidates (on heads with N > 512: the greedy growth
+with shortlists and soft decoders; slow) wait for the upper search's fast first steps (its
 interlude: after the first rank it fails to reach, under a budget at LATE_AT of it at the latest,
 or after the search).  Every candidate is written as a certificate and decided by the
 kernel (certkit.search.writer.write_checked); only VERIFIED ones are kept, each with the one
@@ -61,7 +61,8 @@ def lower_candidates(A, e, shared, soft=True, late=True):
     cands = [decoding_witness(c) for c in decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
                                                               records=records, pruning=pruning)]
     if late:
-        cands += [decoding_witness(c) for c in late_candidates(A, e, pruning, soft)]
+        found = late_candidates(A, e, pruning, shared.setdefault("late_growth", []), soft)
+        cands += [decoding_witness(c) for c in found]
     for M, rows, cells in frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
         wit = {}
         if rows is not None:
@@ -127,14 +128,25 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def late_lower(A, eps, h, path, prov, lower, shared, say):
-    """The late lower candidates (late_candidates: soft decoders on the best pruning's sets, from the
-    record certify_lower(late=False) kept in shared) larger than the lower search's result `lower`
-    (its dict or None), checked by the kernel: certify_lower's dict for the largest VERIFIED one, or None."""
+def late_lower(A, eps, h, path, prov, lower, shared, say, keep=None):
+    """The late lower candidates (late_candidates: the greedy growth with shortlists and soft
+    decoders, from the records kept in shared) larger than the best so far (at first the lower
+    search's result `lower`, its dict or None), each checked by the kernel as soon as it is found,
+    in its own file (path with -k before .json); keep(res) is called with each VERIFIED one.
+    Returns certify_lower's dict for the largest VERIFIED one, or None."""
     say("late lower search")
-    above = lower["bound"] if lower else 0
-    cands = [decoding_witness(c) for c in late_candidates(A, float(eps), shared.get("pruning"))]
-    return first_verified([c for c in cands if c[0] > above], eps, h, path, prov, LAYOUT)
+    best, above = None, lower["bound"] if lower else 0
+    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []))
+    for k, cand in enumerate(found):
+        M, kind, wit = decoding_witness(cand)
+        if M <= above:
+            continue
+        res = first_verified([(M, kind, wit)], eps, h, f"{os.path.splitext(path)[0]}-{k}.json", prov, LAYOUT)
+        if res is not None:
+            best, above = res, M
+            if keep is not None:
+                keep(res)
+    return best
 
 
 def once(fn):
@@ -324,11 +336,8 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
 
-            def late_keep():
-                res = late_lower(A, eps, head, paths["late"], prov, lo, shared, say)
-                if res is not None:
-                    keep("lower", res)
-            late = once(late_keep)
+            late = once(lambda: late_lower(A, eps, head, paths["late"], prov, lo, shared, say,
+                                           keep=lambda res: keep("lower", res)))
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
                              improved=upper_improved, cache=cache,
                              interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and late())

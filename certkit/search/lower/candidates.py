@@ -3,8 +3,9 @@
 r_eps(A) >= M when the contraction T_A of M messages and their decoder passes the margin test
 (Lemma 8.1) or eps ||T_A^{-1}||_inf < 1 (Lemma 8.2).  The candidates: one message whose cell holds
 every column (M = 1, margin 1 > eps); the peaked rows and prefixes of the farthest rows, pruned
-(late_candidates: soft decoders on the sets the best pruning passed on the way, which the
-sandwich tries in its upper search's interlude); on small heads the greedy growth, extended by
+(late_candidates, which the sandwich tries in its upper search's interlude: on heads with
+N > 512 the greedy growth with shortlists, and soft decoders on the sets the best pruning passed
+on the way); on small heads the greedy growth, extended by
 soft decoders and retried from other starts where it ends early; on causal and sliding-window
 heads the staircase.  Float tests; the kernel decides each candidate.
 """
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..budget import tick
 from .decoding import contraction, inverse_ok
-from .growth import grow_inverse
+from .growth import SHORTLIST, grow_inverse
 from .messages import far_count, farthest_rows, peaked_rows
 from .pruning import pruned
 from .soft import soft_extend, soft_prune
@@ -71,19 +72,32 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
     return out
 
 
-def late_candidates(A, eps, pruning, soft=True):
-    """[(kind, M, messages, G)]: the soft decoders of the sets the best pruning passed on the way
-    (soft_prune) on heads with N > 512, where the greedy growth is not run; pruning: the record
-    decoding_candidates kept.  The sandwich runs them in the upper search's interlude (after its
-    first failed rank; docs/design.md, "Anytime certification"): at L = 1024 on SmolLM2
-    they cost 1-3 times the rest of the lower search and raised it on 2 of 10 sampled heads (19 -> 22,
-    58 -> 60), while the upper search's first seconds lower its end by factors (l3-h2: 351 -> 136 in
-    7.5 s)."""
+def late_candidates(A, eps, pruning, growth=None, soft=True):
+    """Yields (kind, M, messages, decoder) on heads with N > 512, where decoding_candidates runs no
+    greedy growth, each found after the one before was yielded (a budget that stops the search
+    keeps what its caller checked): the greedy growth from the most peaked row with shortlists
+    (grow_inverse(limit=SHORTLIST)), extended by soft decoders (soft_extend); then the soft
+    decoders of the sets the best pruning passed on the way (soft_prune; pruning: the record
+    decoding_candidates kept).  growth: the growth record, kept by the caller for this A.
+    The sandwich runs them in the upper search's interlude (after its first failed rank;
+    docs/design.md, "Anytime certification"): at L = 1024 on SmolLM2 they cost as much as the
+    rest of the lower search or more, while the upper search's first seconds lower its end by
+    factors (l3-h2: 351 -> 136 in 7.5 s)."""
+    if not soft or A.shape[1] <= 512:
+        return
+    growth = [] if growth is None else growth
+    msgs, cells = grow_inverse(A, eps, max_local=0, growth=growth, limit=SHORTLIST)
+    if len(msgs) > 1:
+        yield ("lower-decoding-inverse-norm", len(msgs), msgs, cells)
+    if len(msgs) < min(A.shape):
+        more, G = soft_extend(A, eps, msgs, growth, limit=SHORTLIST)
+        if G is not None:
+            yield ("lower-decoding-inverse-norm", len(more), more, G)
     best = (pruning or {}).get(float(eps))
-    if not soft or A.shape[1] <= 512 or best is None or best[0] <= 1:
-        return []
-    found = soft_prune(A, eps, best[1], best[2], best[0])
-    return [] if found is None else [("lower-decoding-inverse-norm", len(found[0]), found[0], found[1])]
+    if best is not None and best[0] > 1:
+        found = soft_prune(A, eps, best[1], best[2], best[0])
+        if found is not None:
+            yield ("lower-decoding-inverse-norm", len(found[0]), found[0], found[1])
 
 
 def one_message(A, eps):

@@ -5,7 +5,9 @@ eps ||T^{-1}||_inf < 1.  Adding row i moves the columns it weighs most into a ne
 T_i = [[T_S - D_i, c_i], [r_i, d_i]]: Woodbury and bordering give lower bounds of ||T_i^{-1}||_inf
 from X = T_S^{-1}, and the rows are evaluated exactly in the order of those bounds.  The rows
 added do not depend on eps (only where the growth stops does), so the steps are recorded and
-replayed at another eps.
+replayed at another eps.  On large heads (limit) each step weighs a shortlist of the rows first
+(shortlist: a cheaper estimate of the same quantity) and all rows only where the shortlist's best
+is much worse than the last step's value.
 """
 import numpy as np
 
@@ -87,7 +89,36 @@ def _grow_candidates(A, S, cand):
     return lb
 
 
-def grow_inverse(A, eps, max_local=64, growth=None, start=None):
+SHORTLIST = 128   # grow_step(limit=SHORTLIST) on heads with N > 512 (late_candidates)
+FALLBACK = 1.25   # ... all rows where the shortlist's best is above FALLBACK x the last step's value
+
+
+def shortlist(A, S, cand, limit):
+    """The `limit` rows i of cand with the smallest estimate (||r_i X||_1 + 1) / |d_i - r_i X c_i| of
+    the new row's l1 norm in T_i^{-1} (X = T_S^{-1}; the bordering of _grow_candidates with the
+    columns that row i takes from the cells of S ignored, D_i = 0): O(p s^2) against the bounds'
+    O(p q s^2).  A heuristic order (ties and singular T_S keep cand's order); the choice among
+    the shortlist is exact."""
+    AS = A[S]
+    s = len(S)
+    cellS = np.argmax(AS, axis=0)
+    X = inverse_or_none(contraction(A, np.asarray(S), cellS, s))
+    if X is None:
+        return cand[:limit]
+    Ac = A[cand]
+    take = Ac > AS.max(axis=0)[None, :]                      # the columns row i would take
+    d = (Ac * take).sum(axis=1)
+    c = take.astype(float) @ AS.T
+    cells = np.zeros((A.shape[1], s))
+    cells[np.arange(A.shape[1]), cellS] = 1.0
+    w = ((Ac * ~take) @ cells) @ X                           # (row i's mass left in each cell of S) X
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = (np.abs(w).sum(axis=1) + 1) / np.abs(d - (w * c).sum(axis=1))
+    est[~np.isfinite(est)] = np.inf
+    return np.sort(cand[np.argsort(est, kind="stable")[:limit]])
+
+
+def grow_inverse(A, eps, max_local=64, growth=None, start=None, limit=None):
     """Greedy growth for Lemma 8.2: from the row `start` (default: the most peaked row), add the
     row whose argmax-cell contraction has the smallest ||T^{-1}||_inf while eps ||T^{-1}|| < 1;
     when that stops, one more row with coordinate descent on the cells (if M <= max_local).
@@ -101,7 +132,7 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
     nor does local_cells; growth, a list kept by the caller for this A, records the steps
     [messages, cells, value, local_cells result or None (, soft_decoder result: soft_extend)]
     so that the growth at another eps replays them (the same result as a fresh call, at the cost
-    of the steps not yet taken); one record per start."""
+    of the steps not yet taken); one record per start and limit.  limit: see grow_step."""
     n = A.shape[0]
     growth = [] if growth is None else growth
     S = [int(np.argmax(A.max(axis=1))) if start is None else int(start)]
@@ -110,7 +141,7 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
     while len(S) < min(n, A.shape[1]):
         tick()
         if t == len(growth):
-            growth.append(grow_step(A, S) + [None])
+            growth.append(grow_step(A, S, limit, growth[t - 1][2] if t else None) + [None])
         msgs, c, v = growth[t][:3]
         if not passes(v, eps):
             if len(msgs) > max_local:
@@ -125,12 +156,24 @@ def grow_inverse(A, eps, max_local=64, growth=None, start=None):
     return np.array(S, dtype=np.int64), cells
 
 
-def grow_step(A, S):
-    """[messages S + [i], their argmax cells, ||T^{-1}||_inf] for the best next row i."""
+def grow_step(A, S, limit=None, last=None):
+    """[messages S + [i], their argmax cells, ||T^{-1}||_inf] for the best next row i; with a
+    limit, the best of shortlist(limit) rows, unless its value is infinite or above FALLBACK x last
+    (the previous step's value): then the best of all rows."""
     n = A.shape[0]
     inS = np.zeros(n, dtype=bool)
     inS[S] = True
     cand = np.flatnonzero(~inS)
+    if limit and cand.size > limit:
+        step = grow_step_among(A, S, shortlist(A, S, cand, limit))
+        if np.isfinite(step[2]) and (last is None or step[2] <= FALLBACK * last):
+            return step
+    return grow_step_among(A, S, cand)
+
+
+def grow_step_among(A, S, cand):
+    """grow_step's result with the next row chosen among cand (exact: the smallest value, then the
+    smallest index)."""
     lb = _grow_candidates(A, S, cand)
     best = None
     for t in np.argsort(lb, kind="stable"):

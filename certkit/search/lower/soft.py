@@ -118,12 +118,13 @@ def decoder_lp(Am):
     return linprog(c, A_ub=A_ub, b_ub=np.zeros(N), A_eq=A_eq, b_eq=np.eye(M).ravel(), bounds=(0, None), method="highs")
 
 
-def soft_extend(A, eps, msgs, growth, steps=8):
+def soft_extend(A, eps, msgs, growth, steps=8, limit=None):
     """Messages beyond the greedy growth's, with soft decoders: the next rows of the growth
     order (the growth record, extended by grow_step), each prefix kept while its soft
     decoder passes the inverse-norm test; (messages, G) of the longest passing prefix, or
     (msgs, None).  A cheap necessary test stops first: Y = I in the LP's dual gives
-    t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record."""
+    t* >= M / sum_j max_a Am[a, j].  The decoders are eps-free and kept in the growth record;
+    limit: the growth's (grow_step)."""
     S, best = np.asarray(msgs, dtype=np.int64), None
     for _ in range(steps):
         tick()
@@ -133,7 +134,7 @@ def soft_extend(A, eps, msgs, growth, steps=8):
         if t > len(growth) or (t < len(growth) and not np.array_equal(growth[t][0][:-1], S)):
             break                                           # S is not a growth prefix
         if t == len(growth):
-            growth.append(grow_step(A, list(S)) + [None])
+            growth.append(grow_step(A, list(S), limit, growth[t - 1][2] if t else None) + [None])
         step = growth[t]
         nxt = step[0]
         Am = A[nxt]
