@@ -128,15 +128,17 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def late_lower(A, eps, h, path, prov, lower, shared, say, keep=None):
+def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, decoders=True):
     """The late lower candidates (late_candidates: the greedy growth with shortlists and soft
-    decoders, from the records kept in shared) larger than the best so far (at first the lower
-    search's result `lower`, its dict or None), each checked by the kernel as soon as it is found,
-    in its own file (path with -k before .json); keep(res) is called with each VERIFIED one.
-    Returns certify_lower's dict for the largest VERIFIED one, or None."""
-    say("late lower search")
-    best, above = None, lower["bound"] if lower else 0
-    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []))
+    decoders, from the records kept in shared) larger than the best so far (at first the bound
+    `above`), each checked by the kernel as soon as it is found,
+    in its own file (path with -k before .json); keep(res) is called with each VERIFIED one;
+    decoders: passed to late_candidates.  Returns certify_lower's dict for the largest VERIFIED
+    one, or None."""
+    say("late lower search" if decoders else "late lower search (growth)")
+    best = None
+    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []),
+                            decoders=decoders)
     for k, cand in enumerate(found):
         M, kind, wit = decoding_witness(cand)
         if M <= above:
@@ -228,13 +230,14 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     shared = {} if shared is None else shared
     say = progress or (lambda text: None)
     with tempfile.TemporaryDirectory(prefix=WORK_PREFIX if workdir else "certkit-", dir=workdir) as tmp:
-        paths = {side: os.path.join(tmp, f"{side}.json") for side in ("lower", "upper", "late")}
+        paths = {side: os.path.join(tmp, f"{side}.json") for side in ("lower", "upper", "late", "growth")}
         if clock is None:
             say("lower search")
             lo = certify_lower(A, eps, head, paths["lower"], prov, LAYOUT, shared, late=False)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
             found = {}
-            late = once(lambda: found.update(late=late_lower(A, eps, head, paths["late"], prov, lo, shared, say)))
+            above = lo["bound"] if lo else 0
+            late = once(lambda: found.update(late=late_lower(A, eps, head, paths["late"], prov, above, shared, say)))
             up = certify_upper(A, eps, head, inst, paths["upper"], prov, floor=lo["bound"] if lo else 1,
                                attempts=attempts, layout=LAYOUT, progress=progress,
                                cache=shared.setdefault("upper", {}), interlude=lambda failed: failed and late())
@@ -336,13 +339,17 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
 
-            late = once(lambda: late_lower(A, eps, head, paths["late"], prov, lo, shared, say,
-                                           keep=lambda res: keep("lower", res)))
+            def late_keep(decoders):         # the growth alone in the interlude; the soft decoders after the descent
+                above = best["lower"].bound if best["lower"] else 0
+                late_lower(A, eps, head, paths["late" if decoders else "growth"], prov, above,
+                           shared, say, keep=lambda res: keep("lower", res), decoders=decoders)
+            growth, late = once(lambda: late_keep(False)), once(lambda: late_keep(True))
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
                              improved=upper_improved, cache=cache,
-                             interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and late())
+                             interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and growth())
             if r["k"] is not None and best["upper"] is not None and best["upper"].bound == r["k"]:
                 best["upper"] = dataclasses.replace(best["upper"], search=dict(best["upper"].search, tried=r["tried"]))
+            growth()
             late()
     except BudgetSpent:
         return best["lower"], best["upper"], True
