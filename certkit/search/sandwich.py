@@ -128,17 +128,17 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, decoders=True):
+def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, every=True):
     """The late lower candidates (late_candidates: the greedy growth with shortlists and soft
     decoders, from the records kept in shared) larger than the best so far (at first the bound
     `above`), each checked by the kernel as soon as it is found,
     in its own file (path with -k before .json); keep(res) is called with each VERIFIED one;
-    decoders: passed to late_candidates.  Returns certify_lower's dict for the largest VERIFIED
+    every: passed to late_candidates.  Returns certify_lower's dict for the largest VERIFIED
     one, or None."""
-    say("late lower search" if decoders else "late lower search (growth)")
+    say("late lower search" if every else "late lower search (interlude)")
     best = None
     found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []),
-                            decoders=decoders)
+                            every=every)
     for k, cand in enumerate(found):
         M, kind, wit = decoding_witness(cand)
         if M <= above:
@@ -339,10 +339,10 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
 
-            def late_keep(decoders):         # the growth alone in the interlude; the soft decoders after the descent
+            def late_keep(every):            # the growth and one soft stage in the interlude; the rest after the descent
                 above = best["lower"].bound if best["lower"] else 0
-                late_lower(A, eps, head, paths["late" if decoders else "growth"], prov, above,
-                           shared, say, keep=lambda res: keep("lower", res), decoders=decoders)
+                late_lower(A, eps, head, paths["late" if every else "growth"], prov, above,
+                           shared, say, keep=lambda res: keep("lower", res), every=every)
             growth, late = once(lambda: late_keep(False)), once(lambda: late_keep(True))
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
                              improved=upper_improved, cache=cache,

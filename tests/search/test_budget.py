@@ -102,9 +102,9 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     said = []
     s = sandwich(head, EPS, budget=10 ** 6, progress=said.append)
     assert said[0].startswith("1 <= r <= 40 (lower: lower-decoding-margin)")
-    stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search", "late lower search (growth)",
+    stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search", "late lower search (interlude)",
                                        "late lower search")]
-    assert stages == ["fast lower", "SVD upper", "lower search", "late lower search (growth)", "late lower search"]
+    assert stages == ["fast lower", "SVD upper", "lower search", "late lower search (interlude)", "late lower search"]
     fast, svd = said.index("fast lower"), said.index("SVD upper")
     assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
     last_upper = [t for t in said if "(upper: " in t][-1]
@@ -128,9 +128,9 @@ def test_the_descent_calls_its_interlude_after_every_rank_it_tries(monkeypatch):
     assert len(calls) == 7 and calls[0] == ([], False)      # after every rank tried, before it is yielded
 
 
-def test_a_budgeted_upper_search_pauses_for_the_late_growth_at_LATE_AT(head, monkeypatch):
-    """Under a budget the interlude runs the late growth once LATE_AT of the budget has passed,
-    even if no rank failed (the fake clock: one second per read); the late soft decoders wait for
+def test_a_budgeted_upper_search_pauses_for_the_interlude_lower_search_at_LATE_AT(head, monkeypatch):
+    """Under a budget the interlude runs the late growth (and one soft stage) once LATE_AT of the budget has passed,
+    even if no rank failed (the fake clock: one second per read); the other late candidates wait for
     the end of the descent."""
     from certkit.search import sandwich as sandwich_mod
     clock = CountingClock()
@@ -138,8 +138,8 @@ def test_a_budgeted_upper_search_pauses_for_the_late_growth_at_LATE_AT(head, mon
     said = []
     monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)          # at once: at the descent's first rank
     sandwich(head, EPS, budget=10 ** 9, progress=said.append)
-    growth, late = said.index("late lower search (growth)"), said.index("late lower search")
-    assert "(upper: refined)" not in " ".join(said[:growth]) and said.count("late lower search (growth)") == 1
+    growth, late = said.index("late lower search (interlude)"), said.index("late lower search")
+    assert "(upper: refined)" not in " ".join(said[:growth]) and said.count("late lower search (interlude)") == 1
     assert said.count("late lower search") == 1 and "(upper: refined)" in " ".join(said[growth:late])
 
 
