@@ -1,11 +1,11 @@
 """Benchmark: budgeted whole-model certification, from a sample of heads, against another checkout.
 
     .venv/bin/python benchmarks/bench_budget_sample.py [--vs fe62cfb] [--new HEAD] [--count 16] [--budget 60]
-        [--length 1024] [--seed 20261207] [--cache FILE.npz] [--out benchmarks/results/budget_sample.md]
+        [--length 1024] [--seed 20261207] [--heads l0-h1,l1-h1] [--cache FILE.npz] [--out benchmarks/results/budget_sample.md]
 
 What `certkit certify --model smollm2 --length 1024 --eps 1/4 --peers svd --budget 60` does per head,
-on a uniform sample of --count of SmolLM2-135M's 270 heads (random.Random(seed), built-in text, window
-0), with the revisions --new and --vs (git worktrees made in a temporary folder: what is committed, not
+on a uniform sample of --count of SmolLM2-135M's 270 heads (random.Random(seed); --heads: these
+heads instead; built-in text, window 0), with the revisions --new and --vs (git worktrees made in a temporary folder: what is committed, not
 the working tree's edits), side by side: for each head the two runs start at the same time, each in its own process with one BLAS
 thread, so both see the same machine (2 cores: one each).  Per head: lower, upper, upper / lower and
 seconds of each (a budget that ends before the SVD upper bound leaves the trivial
@@ -65,7 +65,8 @@ def heads(length, cache):
 def command_line(a):
     """The options this run was given, as a user would type them (--cache named, not its path: no
     machine's path in a committed result)."""
-    opts = f"--vs {a.vs} --new {a.new} --count {a.count} --budget {a.budget:g} --length {a.length} --seed {a.seed}"
+    chosen = f"--heads {a.heads}" if a.heads else f"--count {a.count} --seed {a.seed}"
+    opts = f"--vs {a.vs} --new {a.new} {chosen} --budget {a.budget:g} --length {a.length}"
     return opts + (" --cache FILE.npz" if a.cache else "")
 
 
@@ -77,15 +78,24 @@ def main():
     p.add_argument("--budget", type=float, default=60.0)
     p.add_argument("--length", type=int, default=1024)
     p.add_argument("--seed", type=int, default=20261207)
+    p.add_argument("--heads", default=None, help="comma-separated head names (l0-h1,...) instead of the seeded sample")
     p.add_argument("--cache", default=None, help="keep the extracted heads in this .npz")
     p.add_argument("--out", default=None, help="also write the table to this markdown file")
     a = p.parse_args()
     import numpy as np
     every = heads(a.length, a.cache)
-    sample = sorted(random.Random(a.seed).sample(range(len(every)), a.count))
+    if a.heads:
+        index = {h[0]: i for i, h in enumerate(every)}
+        unknown = [h for h in a.heads.split(",") if h not in index]
+        if unknown:
+            p.error(f"--heads: no such head {', '.join(unknown)} (names like l0-h1, layers 0-{every[-1][0].split('-')[0][1:]})")
+        sample = [index[h] for h in a.heads.split(",")]
+    else:
+        sample = sorted(random.Random(a.seed).sample(range(len(every)), a.count))
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    lines = [f"SmolLM2-135M, L = {a.length}, eps = 1/4, --peers svd, --budget {a.budget:g}: {a.count} of "
-             f"{len(every)} heads (seed {a.seed}); new = {a.new}, old = {a.vs}, side by side", "",
+    chosen = f"the heads {a.heads}" if a.heads else f"{a.count} of {len(every)} heads (seed {a.seed})"
+    lines = [f"SmolLM2-135M, L = {a.length}, eps = 1/4, --peers svd, --budget {a.budget:g}: {chosen}; "
+             f"new = {a.new}, old = {a.vs}, side by side", "",
              "| head | old lower | old upper | old up/lo | old s | new lower | new upper | new up/lo | new s |",
              "|---|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines), flush=True)

@@ -46,6 +46,10 @@ class Budget:
         """Whether fraction x B of the budget has passed."""
         return now() >= self.start + fraction * self.seconds
 
+    def part(self, fraction: float) -> "Budget":
+        """A budget of fraction x B seconds from now that ends no later than this one."""
+        return Budget(min(fraction * self.seconds, self.deadline - now()))
+
     def spent(self) -> bool:
         return now() >= self.deadline
 

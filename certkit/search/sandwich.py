@@ -128,17 +128,18 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, every=True):
+def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, interlude=False):
     """The late lower candidates (late_candidates: the greedy growth with shortlists and soft
     decoders, from the records kept in shared) larger than the best so far (at first the bound
     `above`), each checked by the kernel as soon as it is found,
     in its own file (path with -k before .json); keep(res) is called with each VERIFIED one;
-    every: passed to late_candidates.  Returns certify_lower's dict for the largest VERIFIED
-    one, or None."""
-    say("late lower search" if every else "late lower search (interlude)")
+    interlude: only names the stage in the progress text (the budgeted sandwich runs this once
+    in its upper search's interlude, cut at INTERLUDE_SHARE of the budget, and once after the
+    descent, where the growth resumes from its record).  Returns certify_lower's dict for the
+    largest VERIFIED one, or None."""
+    say("late lower search (interlude)" if interlude else "late lower search")
     best = None
-    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []),
-                            every=every)
+    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []))
     for k, cand in enumerate(found):
         M, kind, wit = decoding_witness(cand)
         if M <= above:
@@ -264,6 +265,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 STOPPED = "stopped on the budget"
 LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
+INTERLUDE_SHARE = 0.1    # ... for at most this share of the budget; what the pause did not reach runs after the descent
 
 
 def remove_stale_work(folder):
@@ -339,18 +341,26 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
 
-            def late_keep(every):            # the growth and one soft stage in the interlude; the rest after the descent
+            def late_keep(interlude):
                 above = best["lower"].bound if best["lower"] else 0
-                late_lower(A, eps, head, paths["late" if every else "growth"], prov, above,
-                           shared, say, keep=lambda res: keep("lower", res), every=every)
-            growth, late = once(lambda: late_keep(False)), once(lambda: late_keep(True))
+                late_lower(A, eps, head, paths["growth" if interlude else "late"], prov, above,
+                           shared, say, keep=lambda res: keep("lower", res), interlude=interlude)
+
+            def capped():                    # the interlude: at most INTERLUDE_SHARE of the budget
+                try:
+                    with active(clock.part(INTERLUDE_SHARE)):
+                        late_keep(True)
+                except BudgetSpent:          # the share is spent: the descent goes on, unless the budget is
+                    if clock.spent():
+                        raise
+            first, rest = once(capped), once(lambda: late_keep(False))
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
                              improved=upper_improved, cache=cache,
-                             interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and growth())
+                             interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and first())
             if r["k"] is not None and best["upper"] is not None and best["upper"].bound == r["k"]:
                 best["upper"] = dataclasses.replace(best["upper"], search=dict(best["upper"].search, tried=r["tried"]))
-            growth()
-            late()
+            first()
+            rest()
     except BudgetSpent:
         return best["lower"], best["upper"], True
     return best["lower"], best["upper"], False

@@ -129,8 +129,8 @@ def test_the_descent_calls_its_interlude_after_every_rank_it_tries(monkeypatch):
 
 
 def test_a_budgeted_upper_search_pauses_for_the_interlude_lower_search_at_LATE_AT(head, monkeypatch):
-    """Under a budget the interlude runs the late growth (and one soft stage) once LATE_AT of the budget has passed,
-    even if no rank failed (the fake clock: one second per read); the other late candidates wait for
+    """Under a budget the interlude runs the late lower candidates once LATE_AT of the budget has passed,
+    even if no rank failed (the fake clock: one second per read); what it did not finish runs after
     the end of the descent."""
     from certkit.search import sandwich as sandwich_mod
     clock = CountingClock()
@@ -141,6 +141,46 @@ def test_a_budgeted_upper_search_pauses_for_the_interlude_lower_search_at_LATE_A
     growth, late = said.index("late lower search (interlude)"), said.index("late lower search")
     assert "(upper: refined)" not in " ".join(said[:growth]) and said.count("late lower search (interlude)") == 1
     assert said.count("late lower search") == 1 and "(upper: refined)" in " ".join(said[growth:late])
+
+
+def slow_late_candidates(steps, runs):
+    """A stand-in for late_candidates: `steps` safe points, counted in runs[-1] (one entry per call), no candidate."""
+    def late(A, eps, pruning, growth=None, soft=True):
+        runs.append(0)
+        for _ in range(steps):
+            budget_mod.tick()
+            runs[-1] += 1
+        yield from ()
+    return late
+
+
+def test_the_interlude_is_cut_at_its_share_of_the_budget_and_the_late_search_resumes_after_the_descent(
+        head, monkeypatch):
+    """INTERLUDE_SHARE x B seconds for the interlude's late search (one fake second per safe point), then the
+    descent goes on; after it the late search runs again to its end, and the sandwich did not stop."""
+    from certkit.search import sandwich as sandwich_mod
+    monkeypatch.setattr(budget_mod, "now", CountingClock())
+    monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)
+    runs, B = [], 10 ** 6
+    monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(150_000, runs))
+    s = sandwich(head, EPS, budget=B)
+    share = sandwich_mod.INTERLUDE_SHARE * B
+    assert len(runs) == 2 and 0.99 * share <= runs[0] <= share and runs[1] == 150_000
+    assert not s.stopped_on_budget
+    check_sandwich(s)
+
+
+def test_a_budget_that_ends_in_the_interlude_stops_the_sandwich(head, monkeypatch):
+    from certkit.search import sandwich as sandwich_mod
+    monkeypatch.setattr(budget_mod, "now", CountingClock())
+    monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)
+    monkeypatch.setattr(sandwich_mod, "INTERLUDE_SHARE", 2.0)
+    runs = []
+    monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(10 ** 6, runs))
+    s = sandwich(head, EPS, budget=10 ** 5, peers=("svd",))
+    assert s.stopped_on_budget and len(runs) == 1 and runs[0] < 10 ** 5
+    assert s.peers["svd"]["note"] == STOPPED
+    check_sandwich(s)
 
 
 def test_the_late_lower_search_runs_once_in_every_sandwich(head):

@@ -72,18 +72,18 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
     return out
 
 
-def late_candidates(A, eps, pruning, growth=None, soft=True, every=True):
+def late_candidates(A, eps, pruning, growth=None, soft=True):
     """Yields (kind, M, messages, decoder) on heads with N > 512, where decoding_candidates runs no
     greedy growth, each found after the one before was yielded (a budget that stops the search
     keeps what its caller checked): the greedy growth from the most peaked row with shortlists
     (grow_inverse(limit=SHORTLIST)), extended by soft decoders (soft_extend); then the soft
     decoders of the sets the best pruning passed on the way (soft_prune; pruning: the record
-    decoding_candidates kept).  growth: the growth record, kept by the caller for this A;
-    every: False for the growth and the soft decoders of only the larger of its set and the
-    best pruning's (the budgeted interlude; the two soft stages cost 8-30 s each at L = 1024).
+    decoding_candidates kept).  growth: the growth record, kept by the caller for this A (a
+    growth cut by a budget resumes from it).
     The sandwich runs them in the upper search's interlude (after its first failed rank;
-    docs/design.md, "Anytime certification"): at L = 1024 on SmolLM2 they cost as much as the
-    rest of the lower search or more, while the upper search's first seconds lower its end by
+    docs/design.md, "Anytime certification"; under a budget for at most a share of it): at
+    L = 1024 on SmolLM2 they cost as much as the rest of the lower search or more (the growth
+    1-30 s, each soft stage 8-30 s), while the upper search's first seconds lower its end by
     factors (l3-h2: 351 -> 136 in 7.5 s)."""
     if not soft or A.shape[1] <= 512:
         return
@@ -91,13 +91,12 @@ def late_candidates(A, eps, pruning, growth=None, soft=True, every=True):
     msgs, cells = grow_inverse(A, eps, max_local=0, growth=growth, limit=SHORTLIST)
     if len(msgs) > 1:
         yield ("lower-decoding-inverse-norm", len(msgs), msgs, cells)
-    best = (pruning or {}).get(float(eps))
-    pruned_more = best is not None and best[0] > len(msgs)
-    if len(msgs) < min(A.shape) and (every or not pruned_more):
+    if len(msgs) < min(A.shape):
         more, G = soft_extend(A, eps, msgs, growth, limit=SHORTLIST)
         if G is not None:
             yield ("lower-decoding-inverse-norm", len(more), more, G)
-    if best is not None and best[0] > 1 and (every or pruned_more):
+    best = (pruning or {}).get(float(eps))
+    if best is not None and best[0] > 1:
         found = soft_prune(A, eps, best[1], best[2], best[0])
         if found is not None:
             yield ("lower-decoding-inverse-norm", len(found[0]), found[0], found[1])
