@@ -39,7 +39,7 @@ from ..threads import limited
 from . import upper, writer
 from .basic import frobenius_bound
 from .budget import Budget, BudgetSpent, active, step, tick
-from .lower.candidates import decoding_candidates, late_candidates, one_message
+from .lower.candidates import LATE_STAGES, decoding_candidates, late_candidates, one_message
 from .lower.decoding import SAFETY
 from .lower.frobenius import FULL_SVD, frobenius_candidates
 from .lower.messages import far_count, farthest_rows, peaked_rows
@@ -128,18 +128,15 @@ def certify_lower(A, eps, h, path, prov, layout=None, shared=None, soft=True, la
     return first_verified(lower_candidates(A, float(eps), shared, soft, late), eps, h, path, prov, layout)
 
 
-def late_lower(A, eps, h, path, prov, above, shared, say, keep=None, interlude=False):
-    """The late lower candidates (late_candidates: the greedy growth with shortlists and soft
-    decoders, from the records kept in shared) larger than the best so far (at first the bound
-    `above`), each checked by the kernel as soon as it is found,
-    in its own file (path with -k before .json); keep(res) is called with each VERIFIED one;
-    interlude: only names the stage in the progress text (the budgeted sandwich runs this once
-    in its upper search's interlude, cut at INTERLUDE_SHARE of the budget, and once after the
-    descent, where the growth resumes from its record).  Returns certify_lower's dict for the
-    largest VERIFIED one, or None."""
-    say("late lower search (interlude)" if interlude else "late lower search")
+def late_lower(A, eps, h, path, prov, above, shared, keep=None, stages=LATE_STAGES):
+    """The late lower candidates of the given stages (late_candidates: soft decoders on the best
+    pruning's sets; the greedy growth with shortlists and soft decoders, from the records kept in
+    shared) larger than the best so far (at first the bound `above`), each checked by the kernel
+    as soon as it is found, in its own file (path with -k before .json); keep(res) is called with
+    each VERIFIED one.  Returns certify_lower's dict for the largest VERIFIED one, or None."""
     best = None
-    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []))
+    found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []),
+                            stages=stages)
     for k, cand in enumerate(found):
         M, kind, wit = decoding_witness(cand)
         if M <= above:
@@ -231,14 +228,18 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     shared = {} if shared is None else shared
     say = progress or (lambda text: None)
     with tempfile.TemporaryDirectory(prefix=WORK_PREFIX if workdir else "certkit-", dir=workdir) as tmp:
-        paths = {side: os.path.join(tmp, f"{side}.json") for side in ("lower", "upper", "late", "growth")}
+        paths = {side: os.path.join(tmp, f"{side}.json") for side in ("lower", "upper", "late", "pruning", "growth")}
         if clock is None:
             say("lower search")
             lo = certify_lower(A, eps, head, paths["lower"], prov, LAYOUT, shared, late=False)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
             found = {}
             above = lo["bound"] if lo else 0
-            late = once(lambda: found.update(late=late_lower(A, eps, head, paths["late"], prov, above, shared, say)))
+
+            def late_search():
+                say("late lower search")
+                found.update(late=late_lower(A, eps, head, paths["late"], prov, above, shared))
+            late = once(late_search)
             up = certify_upper(A, eps, head, inst, paths["upper"], prov, floor=lo["bound"] if lo else 1,
                                attempts=attempts, layout=LAYOUT, progress=progress,
                                cache=shared.setdefault("upper", {}), interlude=lambda failed: failed and late())
@@ -341,19 +342,25 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
                 keep("lower", lo)
             say(f"lower >= {lo['bound'] if lo else '-'}; upper search")
 
-            def late_keep(interlude):
+            def late_keep(stage):
                 above = best["lower"].bound if best["lower"] else 0
-                late_lower(A, eps, head, paths["growth" if interlude else "late"], prov, above,
-                           shared, say, keep=lambda res: keep("lower", res), interlude=interlude)
+                late_lower(A, eps, head, paths[stage], prov, above, shared, keep=lambda res: keep("lower", res),
+                           stages=(stage,))
 
-            def capped():                    # the interlude: at most INTERLUDE_SHARE of the budget
+            def interlude_search():          # the pruning's soft decoders, then the growth for INTERLUDE_SHARE of the budget
+                say("late lower search (interlude)")
+                late_keep("pruning")
                 try:
                     with active(clock.part(INTERLUDE_SHARE)):
-                        late_keep(True)
+                        late_keep("growth")
                 except BudgetSpent:          # the share is spent: the descent goes on, unless the budget is
                     if clock.spent():
                         raise
-            first, rest = once(capped), once(lambda: late_keep(False))
+
+            def after_descent():             # the growth, resumed from its record
+                say("late lower search")
+                late_keep("growth")
+            first, rest = once(interlude_search), once(after_descent)
             r = upper.search(A, float(eps), judge, floor=lo["bound"] if lo else 1, attempts=attempts,
                              improved=upper_improved, cache=cache,
                              interlude=lambda failed: (failed or clock.share_spent(LATE_AT)) and first())

@@ -144,20 +144,23 @@ def test_a_budgeted_upper_search_pauses_for_the_interlude_lower_search_at_LATE_A
 
 
 def slow_late_candidates(steps, runs):
-    """A stand-in for late_candidates: `steps` safe points, counted in runs[-1] (one entry per call), no candidate."""
-    def late(A, eps, pruning, growth=None, soft=True):
-        runs.append(0)
-        for _ in range(steps):
-            budget_mod.tick()
-            runs[-1] += 1
+    """A stand-in for late_candidates: runs gets [stages, safe points passed] per call; `steps` safe
+    points in the growth stage, none in the pruning's, no candidate."""
+    def late(A, eps, pruning, growth=None, soft=True, stages=("pruning", "growth")):
+        runs.append([stages, 0])
+        if "growth" in stages:
+            for _ in range(steps):
+                budget_mod.tick()
+                runs[-1][1] += 1
         yield from ()
     return late
 
 
-def test_the_interlude_is_cut_at_its_share_of_the_budget_and_the_late_search_resumes_after_the_descent(
+def test_the_interlude_cuts_the_growth_at_its_share_of_the_budget_and_it_resumes_after_the_descent(
         head, monkeypatch):
-    """INTERLUDE_SHARE x B seconds for the interlude's late search (one fake second per safe point), then the
-    descent goes on; after it the late search runs again to its end, and the sandwich did not stop."""
+    """The interlude: the pruning's soft decoders, then the growth for INTERLUDE_SHARE x B seconds (one
+    fake second per safe point); then the descent goes on, after it the growth runs again to its end,
+    and the sandwich did not stop."""
     from certkit.search import sandwich as sandwich_mod
     monkeypatch.setattr(budget_mod, "now", CountingClock())
     monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)
@@ -165,7 +168,8 @@ def test_the_interlude_is_cut_at_its_share_of_the_budget_and_the_late_search_res
     monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(150_000, runs))
     s = sandwich(head, EPS, budget=B)
     share = sandwich_mod.INTERLUDE_SHARE * B
-    assert len(runs) == 2 and 0.99 * share <= runs[0] <= share and runs[1] == 150_000
+    assert [r[0] for r in runs] == [("pruning",), ("growth",), ("growth",)]
+    assert 0.99 * share <= runs[1][1] <= share and runs[2][1] == 150_000
     assert not s.stopped_on_budget
     check_sandwich(s)
 
@@ -178,7 +182,7 @@ def test_a_budget_that_ends_in_the_interlude_stops_the_sandwich(head, monkeypatc
     runs = []
     monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(10 ** 6, runs))
     s = sandwich(head, EPS, budget=10 ** 5, peers=("svd",))
-    assert s.stopped_on_budget and len(runs) == 1 and runs[0] < 10 ** 5
+    assert s.stopped_on_budget and [r[0] for r in runs] == [("pruning",), ("growth",)] and runs[1][1] < 10 ** 5
     assert s.peers["svd"]["note"] == STOPPED
     check_sandwich(s)
 
