@@ -5,10 +5,11 @@ certkit.certify, `certkit certify`, calibrate and scale share.
 
 The lower search (certkit.search.lower: decoding contractions, Frobenius tail; §8.1) runs first,
 so that the upper search (certkit.search.upper: truncated SVD, LP row fits, joint l1 refinement)
-can stop where it meets it; the late lower candidates (on heads with N > 512: the greedy growth
-with shortlists and soft decoders; slow) wait for the upper search's fast first steps (its
-interlude: after the first rank it fails to reach, under a budget at LATE_AT of it at the latest,
-or after the search).  Every candidate is written as a certificate and decided by the
+can stop where it meets it; the late lower candidates (on heads with N > 512: soft decoders on the
+best pruning's sets, the greedy growth with shortlists and its soft decoders; slow) wait for the
+upper search's fast first steps (its interlude: after the first rank it fails to reach, under a
+budget at LATE_AT of it at the latest, the growth then cut at INTERLUDE_SHARE of the budget and
+resumed after the search).  Every candidate is written as a certificate and decided by the
 kernel (certkit.search.writer.write_checked); only VERIFIED ones are kept, each with the one
 Verdict the kernel gave it.  The peers (certkit.search.peers) report the smallest k at which
 each practitioner's approximation has kernel-certified row-l1 error <= eps.
@@ -266,7 +267,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 STOPPED = "stopped on the budget"
 LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
-INTERLUDE_SHARE = 0.1    # ... for at most this share of the budget; what the pause did not reach runs after the descent
+INTERLUDE_SHARE = 0.03   # ... for at most this share of the budget; what the pause did not reach runs after the descent
 
 
 def remove_stale_work(folder):
