@@ -267,7 +267,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 STOPPED = "stopped on the budget"
 LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
-INTERLUDE_SHARE = 0.03   # ... for at most this share of the budget; what the pause did not reach runs after the descent
+INTERLUDE_SHARE = 0.1    # ... for at most this share of the budget; what the pause did not reach runs after the descent
 
 
 def remove_stale_work(folder):
