@@ -137,7 +137,7 @@ def late_lower(A, eps, h, path, prov, above, shared, keep=None, stages=LATE_STAG
     each VERIFIED one.  Returns certify_lower's dict for the largest VERIFIED one, or None."""
     best = None
     found = late_candidates(A, float(eps), shared.get("pruning"), shared.setdefault("late_growth", []),
-                            stages=stages)
+                            stages=stages, above=above)
     for k, cand in enumerate(found):
         M, kind, wit = decoding_witness(cand)
         if M <= above:

@@ -146,7 +146,7 @@ def test_a_budgeted_upper_search_pauses_for_the_interlude_lower_search_at_LATE_A
 def slow_late_candidates(steps, runs):
     """A stand-in for late_candidates: runs gets [stages, safe points passed] per call; `steps` safe
     points in the growth stage, none in the pruning's, no candidate."""
-    def late(A, eps, pruning, growth=None, soft=True, stages=("pruning", "growth")):
+    def late(A, eps, pruning, growth=None, soft=True, stages=("pruning", "growth"), above=0):
         runs.append([stages, 0])
         if "growth" in stages:
             for _ in range(steps):

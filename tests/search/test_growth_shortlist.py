@@ -114,3 +114,14 @@ def test_late_candidates_on_a_wide_head_pass_the_inverse_norm_test():
         assert eps * plain_inverse_norm(T) < 1
     grown = grow_inverse(A, eps, max_local=0, limit=128)[0]
     assert found[0][1] == len(grown)
+
+
+def test_the_late_growth_is_skipped_above_GROWTH_MAX(monkeypatch):
+    """The growth stage runs where the lower bound to beat is at most GROWTH_MAX, not above."""
+    from certkit.search.lower import candidates
+    A = attention("gaussian", 200, 8, 4, 7, N=600)
+    grown = len(grow_inverse(A, 0.25, max_local=0, limit=128)[0])
+    monkeypatch.setattr(candidates, "GROWTH_MAX", 10)
+    at = list(late_candidates(A, 0.25, pruning={}, growth=[], stages=("growth",), above=10))
+    above = list(late_candidates(A, 0.25, pruning={}, growth=[], stages=("growth",), above=11))
+    assert at and at[0][1] == grown and above == []

@@ -73,17 +73,20 @@ def decoding_candidates(A, eps, hi=None, growth=None, far=None, soft=True, recor
 
 
 LATE_STAGES = ("pruning", "growth")
+GROWTH_MAX = 320   # no late growth above a lower bound this large (SmolLM2 l29-h3 at L = 1024: 244 s to grow 448 < 454)
 
 
-def late_candidates(A, eps, pruning, growth=None, soft=True, stages=LATE_STAGES):
+def late_candidates(A, eps, pruning, growth=None, soft=True, stages=LATE_STAGES, above=0):
     """Yields (kind, M, messages, decoder) on heads with N > 512, where decoding_candidates runs no
     greedy growth, each found after the one before was yielded (a budget that stops the search
     keeps what its caller checked), stage by stage in the order given:
     "pruning": the soft decoders of the sets the best pruning passed on the way (soft_prune;
     pruning: the record decoding_candidates kept);
     "growth": the greedy growth from the most peaked row with shortlists (grow_inverse(limit=
-    SHORTLIST)), then extended by soft decoders (soft_extend); growth: the growth record, kept by
-    the caller for this A (a growth cut by a budget resumes from it).
+    SHORTLIST)), then extended by soft decoders (soft_extend), where the lower bound to beat,
+    above, is at most GROWTH_MAX (the growth's cost grows steeply with the size of the set it
+    must pass); growth: the growth record, kept by the caller for this A
+    (a growth cut by a budget resumes from it).
     The sandwich runs them in the upper search's interlude (after its first failed rank;
     docs/design.md, "Anytime certification"; under a budget the growth stage for at most a share
     of it): at L = 1024 on SmolLM2 they cost as much as the rest of the lower search or more
@@ -91,14 +94,14 @@ def late_candidates(A, eps, pruning, growth=None, soft=True, stages=LATE_STAGES)
     seconds lower its end by factors (l3-h2: 351 -> 136 in 7.5 s)."""
     if not soft or A.shape[1] <= 512:
         return
+    best = (pruning or {}).get(float(eps))
     for stage in stages:
         if stage == "pruning":
-            best = (pruning or {}).get(float(eps))
             if best is not None and best[0] > 1:
                 found = soft_prune(A, eps, best[1], best[2], best[0])
                 if found is not None:
                     yield ("lower-decoding-inverse-norm", len(found[0]), found[0], found[1])
-        else:
+        elif above <= GROWTH_MAX:
             growth = [] if growth is None else growth
             msgs, cells = grow_inverse(A, eps, max_local=0, growth=growth, limit=SHORTLIST)
             if len(msgs) > 1:
