@@ -61,17 +61,19 @@ def lower_candidates(A, e, shared, soft=True, late=True):
     pruning, records = shared.setdefault("pruning", {}), shared.setdefault("records", {})
     cands = [decoding_witness(c) for c in decoding_candidates(A, e, growth=growth, far=shared["far"], soft=soft,
                                                               records=records, pruning=pruning)]
-    if late:
-        found = late_candidates(A, e, pruning, shared.setdefault("late_growth", []), soft)
-        cands += [decoding_witness(c) for c in found]
+    tails = []
     for M, rows, cells in frobenius_candidates(A, e, far=shared["far"], svals=singular_values(A, shared)):
         wit = {}
         if rows is not None:
             wit["rows"] = (rows, "int")
         if cells is not None:
             wit["cells"] = (cells, "int")
-        cands.append((M, "lower-frobenius-tail", wit))
-    return cands
+        tails.append((M, "lower-frobenius-tail", wit))
+    if late:                          # the bound to beat: the largest other candidate (GROWTH_MAX)
+        above = max((c[0] for c in cands + tails), default=0)
+        found = late_candidates(A, e, pruning, shared.setdefault("late_growth", []), soft, above=above)
+        cands += [decoding_witness(c) for c in found]
+    return cands + tails
 
 
 def fast_lower_candidates(A, e, shared):

@@ -125,3 +125,18 @@ def test_the_late_growth_is_skipped_above_GROWTH_MAX(monkeypatch):
     at = list(late_candidates(A, 0.25, pruning={}, growth=[], stages=("growth",), above=10))
     above = list(late_candidates(A, 0.25, pruning={}, growth=[], stages=("growth",), above=11))
     assert at and at[0][1] == grown and above == []
+
+
+def test_the_full_lower_search_gives_the_late_growth_its_best_other_candidate_to_beat(monkeypatch):
+    """certify_lower(late=True) (calibrate, compare): the late candidates get above = the largest
+    other candidate, so the GROWTH_MAX rule applies there as in the sandwich."""
+    from certkit.search import sandwich as sandwich_mod
+    A = attention("gaussian", 200, 8, 4, 7, N=600)
+    seen = []
+
+    def late(A, eps, pruning, growth=None, soft=True, stages=("pruning", "growth"), above=0):
+        seen.append(above)
+        yield from ()
+    monkeypatch.setattr(sandwich_mod, "late_candidates", late)
+    cands = sandwich_mod.lower_candidates(A, 0.25, {})
+    assert len(seen) == 1 and seen[0] == max(c[0] for c in cands) > 0
