@@ -4,8 +4,8 @@ r_eps(A) >= M when the contraction T_A of M messages and their decoder passes th
 (Lemma 8.1) or eps ||T_A^{-1}||_inf < 1 (Lemma 8.2).  The candidates: one message whose cell holds
 every column (M = 1, margin 1 > eps); the peaked rows and prefixes of the farthest rows, pruned
 (late_candidates, which the sandwich tries in its upper search's interlude: on heads with
-N > 512 the greedy growth with shortlists, and soft decoders on the sets the best pruning passed
-on the way); on small heads the greedy growth, extended by
+N > 512 soft decoders on the sets the best pruning passed on the way, then the greedy growth
+with shortlists where the bound to beat is at most GROWTH_MAX); on small heads the greedy growth, extended by
 soft decoders and retried from other starts where it ends early; on causal and sliding-window
 heads the staircase.  Float tests; the kernel decides each candidate.
 """
@@ -94,9 +94,9 @@ def late_candidates(A, eps, pruning, growth=None, soft=True, stages=LATE_STAGES,
     seconds lower its end by factors (l3-h2: 351 -> 136 in 7.5 s)."""
     if not soft or A.shape[1] <= 512:
         return
-    best = (pruning or {}).get(float(eps))
     for stage in stages:
         if stage == "pruning":
+            best = (pruning or {}).get(float(eps))
             if best is not None and best[0] > 1:
                 found = soft_prune(A, eps, best[1], best[2], best[0])
                 if found is not None:
