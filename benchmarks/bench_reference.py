@@ -74,7 +74,7 @@ def hard_upper(A, eps, k0, C, G, restarts=6, iters=3000):
             if upper.factor_row_errors(A, C1, G1).max() <= eps:
                 found = (C1, G1)
                 break
-            C2 = upper.lp_rescue(A, C1, G1, eps)
+            C2 = upper.row_rescue(A, C1, G1, eps)
             if C2 is not None:
                 found = (C2, G1)
                 break

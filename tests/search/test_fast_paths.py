@@ -306,7 +306,7 @@ def test_svd_rank_is_the_first_k_that_fits(head, eps):
     assert upper.svd_rank(A, Uf, s, Vt, target) == want
 
 
-def test_lp_rescue_refits_only_failing_rows_exactly():
+def test_row_rescue_refits_only_failing_rows():
     A = attention("gaussian", 24, 4, 2, 0)
     Uf, s, Vt = np.linalg.svd(A)
     k = 5
@@ -315,16 +315,33 @@ def test_lp_rescue_refits_only_failing_rows_exactly():
     e = row_errors(A, C @ G)
     C_lp, e_lp = upper.fit_rows_lp(A, G)
     eps = float(np.sort(e)[-2]) * 1.0000002            # all rows but the worst within target
-    out = upper.lp_rescue(A, C, G, eps, near=10)
+    out = upper.row_rescue(A, C, G, eps, near=10)
     target = eps * (1 - upper.SAFETY)
     worst = int(np.argmax(e))
-    if e_lp[worst] <= target:
+    if e_lp[worst] <= target * (1 - 1e-2):            # the best fit is well within target: found
         assert out is not None and row_errors(A, out @ G).max() <= target
         assert np.array_equal(np.delete(out, worst, axis=0), np.delete(C, worst, axis=0))
-    else:
+    if e_lp[worst] > target:                          # no fit is within target: none claimed
         assert out is None
-    assert upper.lp_rescue(A, C, G, float(e.max()) * 2) is None          # nothing to rescue
-    assert upper.lp_rescue(A, C, G, eps, near=10, work=0) is None          # over the LP budget
+    assert upper.row_rescue(A, C, G, float(e.max()) * 2) is None          # nothing to rescue
+    assert upper.row_rescue(A, C, G, float(np.sort(e)[-4]), near=10) is None   # 4 rows above: too many
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.integers(20, 80), st.integers(0, 10**6))
+def test_reweighted_row_fit_is_between_the_lp_optimum_and_its_start(k, N, seed):
+    """min_c ||a - c G||_1 is the LP optimum (fit_rows_lp): no fit goes below it; the reweighted least
+    squares never ends worse than its start and comes within 1% of the optimum (a search quality
+    bound; measured within 1e-3 at 20 steps)."""
+    rng = np.random.default_rng(seed)
+    G, a = rng.standard_normal((k, N)), rng.standard_normal(N)
+    c0 = np.zeros(k)
+    _, e_lp = upper.fit_rows_lp(a[None, :], G)
+    c, e = upper.fit_row_irls(a, G, c0, iters=40)
+    assert e == pytest.approx(float(np.abs(a - c @ G).sum()), rel=1e-12)
+    assert e <= float(np.abs(a).sum())
+    assert e >= e_lp[0] * (1 - 1e-9)
+    assert e <= e_lp[0] * 1.01
 
 
 def test_descend_does_not_repeat_an_identical_refinement(monkeypatch):
