@@ -66,8 +66,9 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
     above h * eps, for each (c, h) in early); memory: the L-BFGS pairs kept; budget: None or a
     one-element list of evaluations left, shared by the caller's refinements (stop at 0).
     At the evaluations in rescue_at, a near miss (float error within RESCUE_NEAR eps) gets row_rescue
-    (its few failing rows refitted exactly on the current basis), and stops if that succeeds.
+    (its few failing rows refitted on the current basis), and stops if that succeeds.
     outcome: None or a dict; "gave_up" is set to the best error / target when a check stops the run.
+    weight_floor: the gradient leaves out rows weighing less than this times the worst row.
     Returns (C, G) in float64.
 
     The objective and its gradient are evaluated in float32 (half the memory traffic of the
@@ -80,8 +81,7 @@ def refine(A, C, G, eps=None, p=64, delta=1e-4, iters=400, check_at=120, hopeles
     N = G.shape[1]
     checks = dict(early)
     checks[check_at] = min(checks.get(check_at, np.inf), hopeless)
-    f = _Objective(A, k, eps, p, delta, checks, budget, rescue_at, outcome)
-    f.weight_floor = weight_floor
+    f = _Objective(A, k, eps, p, delta, checks, budget, rescue_at, outcome, weight_floor)
     x0 = np.concatenate([C.ravel(), G.ravel()]).astype(np.float32)
     try:
         x = lbfgs(f, x0, iters, m=memory, dtype=np.float32)
@@ -97,7 +97,7 @@ class _Objective:
     e_i) and g its gradient, in float32 and row blocks.  Each evaluation first takes the stopping
     test (stop); _Stop(x) ends the L-BFGS run."""
 
-    def __init__(self, A, k, eps, p, delta, checks, budget, rescue_at, outcome):
+    def __init__(self, A, k, eps, p, delta, checks, budget, rescue_at, outcome, weight_floor=WEIGHT_FLOOR):
         n, N = A.shape
         self.A, self.n, self.k, self.N, self.eps, self.p = A, n, k, N, eps, p
         self.target = None if eps is None else eps * (1 - SAFETY)
@@ -107,6 +107,7 @@ class _Objective:
         self.calls = 0
         self.best = np.inf                           # best float max row error so far
         self.checks, self.budget, self.rescue_at, self.outcome = checks, budget, rescue_at, outcome
+        self.weight_floor = weight_floor
         rows = n if n * N <= LARGE else max(1, BLOCK // N)
         self.blocks = [slice(s, s + rows) for s in range(0, n, rows)]
 
