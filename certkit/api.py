@@ -51,7 +51,7 @@ def needs(extra: str, what: str) -> Iterator[None]:
 
 @limited()
 def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str] = PEER_NAMES, seed: int = SEED,
-            attempts: int = ATTEMPTS, budget: float | None = None) -> Sandwich | list[Sandwich]:
+            attempts: int = ATTEMPTS, budget: float | None = None, deepen: bool = True) -> Sandwich | list[Sandwich]:
     """Certified sandwich lower <= r_eps(A) <= upper for a Head at one eps (a list of eps gives
     a list of Sandwiches).  The lower search (decoding contractions, Frobenius tail) runs first,
     then the upper search (truncated SVD, LP row fits, joint l1 refinement) stops where it meets
@@ -63,8 +63,11 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
     anytime: r >= 1 (the trivial r <= min(n, N) needs no certificate), a fast lower bound, the
     truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an end;
     when the budget is spent the searches stop at their next safe point (usually within 10 % of the
-    budget: docs/api.md) and the best sandwich so far comes back with .stopped_on_budget True.  A
-    budget the searches do not reach gives the same certificates as no budget.
+    budget: docs/api.md) and the best sandwich so far comes back with .stopped_on_budget True.
+    deepen: the time the searches and the peers leave goes to deeper descents of the upper search
+    (refinements with 4, 16, 64 times the iterations; method "deepened"), until the budget ends
+    them (the sandwich is not marked stopped for that).  With deepen=False a budget the searches
+    do not reach gives the same certificates as no budget.
 
     >>> import numpy as np, certkit
     >>> Q = np.array([[4.0, 0.0], [0.0, 4.0], [-4.0, 0.0]])
@@ -81,9 +84,11 @@ def certify(head: Head, eps: EpsLike | Sequence[EpsLike], *, peers: Sequence[str
     for name, value in (("seed", seed), ("attempts", attempts)):       # as --seed and --attempts (type=int)
         if isinstance(value, bool) or not isinstance(value, Integral):
             raise UserError(f"certify: {name} must be an integer, got {value!r:.60}")
+    if not isinstance(deepen, bool):
+        raise UserError(f"certify: deepen must be True or False, got {deepen!r:.60}")
     if isinstance(eps, (list, tuple)):
-        return list(sandwiches(head, parse_eps_list(eps), peers, seed, attempts, budget=seconds))
-    return next(sandwiches(head, [parse_eps(eps)], peers, seed, attempts, budget=seconds))
+        return list(sandwiches(head, parse_eps_list(eps), peers, seed, attempts, budget=seconds, deepen=deepen))
+    return next(sandwiches(head, [parse_eps(eps)], peers, seed, attempts, budget=seconds, deepen=deepen))
 
 
 @limited()

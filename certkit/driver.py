@@ -78,13 +78,14 @@ def parse_synthetic(spec):
 # ---------------------------------------------------------------- one head
 
 def sandwiches(head, eps_list, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, provenance=None, progress=None, budget=None,
-               workdir=None):
+               workdir=None, deepen=True):
     """The certified Sandwich of head at each eps of eps_list, one at a time (an iterator, each
     computed when it is asked for): the sandwich engine (certkit.search.sandwich.sandwich) with A,
     the instance and the searches' eps-free work shared between the eps.  peers: names among
     PEER_NAMES (seeded by seed); provenance: extra fields of the certificates; progress: None or a
     callable taking a short text (the search stages, for a status line); budget: None or seconds
-    for each eps (the anytime sandwich); workdir: None or a folder (created) for the searches'
+    for each eps (the anytime sandwich; deepen: whether the time its searches leave goes to deeper
+    descents of the upper search); workdir: None or a folder (created) for the searches'
     temporary certificates.  The engine is imported, and the head's instance and attention
     computed, by the call itself: a missing extra or a head no certificate can state is an error here."""
     from .search.sandwich import sandwich
@@ -98,7 +99,7 @@ def sandwiches(head, eps_list, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, p
         for eps in eps_list:
             say = None if progress is None else (lambda text, e=eps: progress(f"eps {e}: {text}"))
             yield sandwich(head, eps, peers, seed, attempts, A=A, inst=inst, provenance=provenance, shared=shared,
-                           progress=say, budget=budget, workdir=workdir)
+                           progress=say, budget=budget, workdir=workdir, deepen=deepen)
     return each()
 
 
@@ -116,15 +117,16 @@ def sandwich_files(A, eps, head, inst, stem, provenance, layout=None, shared=Non
 
 
 def certify_head(head, eps_list, out_dir, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, provenance=None, progress=None,
-                 budget=None):
+                 budget=None, deepen=True):
     """Summary rows of one head (one per eps); certificates under out_dir/<head name>/eps-<eps>.*.
     progress: None or a callable taking a short text (the search stages, for a status line).
-    budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich).
+    budget: None or seconds for each eps (the anytime sandwich of certkit.search.sandwich; deepen:
+    see sandwiches).
     The searches' temporary certificates live under out_dir too (never in the system's temporary
     folder), so a run killed with kill -9 leaves nothing outside it."""
     rows = []
     for eps, s in zip(eps_list, sandwiches(head, eps_list, peers, seed, attempts, provenance, progress, budget,
-                                           workdir=out_dir)):
+                                           workdir=out_dir, deepen=deepen)):
         files = s.save(os.path.join(out_dir, head.name), prefix=f"eps-{tag(eps)}.")
         rows.append(s.row({k: os.path.relpath(v, out_dir) for k, v in files.items()}))
     return rows
@@ -173,7 +175,7 @@ def budget_summary(rows):
         text += (f" (upper / lower median {statistics.median(widths):.2f}, max {max(widths):.2f}; a rerun with a "
                  f"larger budget may narrow them): " + ", ".join(f"{r['head']} at eps {r['eps']}" for r in stopped[:20])
                  + (f" and {len(stopped) - 20} more" if len(stopped) > 20 else ""))
-    others = "" if len(stopped) == len(budgeted) else "; the others are the sandwiches a run without a budget finds"
+    others = "" if len(stopped) == len(budgeted) else "; the others finished the searches a run without a budget makes"
     return text + others + "."
 
 
@@ -230,12 +232,13 @@ def write_summary(rows, out_dir, peers):
 # ---------------------------------------------------------------- runs
 
 def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=SEED, attempts=ATTEMPTS, budget=None, wait=False, status=None,
-                  finished=None):
+                  finished=None, deepen=True):
     """Certify heads (head files, synthetic heads) at each eps into the folder out, its lock held
     (certkit.outputs.FolderLock; wait: wait for another run writing there, else refuse) and what a
     run killed there left removed: the summary rows, out/summary.{json,md,csv} rewritten after each
     head (nothing lost on interruption).  status(i, head): None or the progress callable of the
-    i-th head (certify_head's); finished(rows): called with each head's rows once they are written."""
+    i-th head (certify_head's); finished(rows): called with each head's rows once they are written;
+    deepen: see sandwiches."""
     from .search.sandwich import remove_stale_work
     ensure_folder(out, "--out")
     with FolderLock(out, "--out", wait):     # one run per folder at a time
@@ -243,7 +246,7 @@ def certify_heads(heads, eps_list, out, peers=PEER_NAMES, seed=SEED, attempts=AT
         rows = []
         for i, h in enumerate(heads, 1):
             new = certify_head(h, eps_list, out, peers, seed, attempts, progress=None if status is None else status(i, h),
-                               budget=budget)
+                               budget=budget, deepen=deepen)
             rows.extend(new)
             write_summary(rows, out, peers)          # nothing lost on interruption
             if finished is not None:
@@ -256,7 +259,8 @@ def model_head_task(task):
     <head>/rows.json, written last (atomically), so a rerun skips a head exactly when it finished."""
     h = task["head"]
     rows = model_rows(h, certify_head(h, task["eps"], task["out"], task["peers"], task["seed"], task["attempts"],
-                                      certificate_provenance(h), budget=task.get("budget")))
+                                      certificate_provenance(h), budget=task.get("budget"),
+                                      deepen=not task.get("no_deepen")))
     write_atomic(os.path.join(task["out"], h.name, HEAD_ROWS), json.dumps(rows, indent=1) + "\n")
     return task["index"], rows
 
@@ -264,7 +268,7 @@ def model_head_task(task):
 HEAD_ROWS = "rows.json"       # a finished head's summary rows, beside its certificates
 # the settings that decide a model run's certificates: a rerun into the same --out resumes only with the same
 RUN_SETTINGS = ("model", "model_sha256", "dtype", "text_sha256", "window", "length", "multipliers", "eps", "peers",
-                "seed", "attempts", "budget")
+                "seed", "attempts", "budget", "no_deepen")
 
 
 def seconds_text(b):
@@ -283,9 +287,10 @@ def rerun_command(args, meta):
                                  ("--peers", ",".join(meta["peers"]) or "none", None), ("--seed", args.seed, SEED),
                                  ("--attempts", args.attempts, ATTEMPTS),
                                  ("--budget", seconds_text(meta.get("budget")), None), ("--workers", args.workers, 1),
+                                 ("--no-deepen", True if meta.get("no_deepen") else None, None),
                                  ("--out", None if args.out is None else portable_path(args.out), None)):
         if value is not None and value != default:
-            parts += [flag, str(value)]
+            parts += [flag] if value is True else [flag, str(value)]       # True: a switch
     return shlex.join(parts)
 
 
@@ -507,13 +512,16 @@ def certify_model(args, eps_list, peers, mults, started=None, finished=None):
                 seed=args.seed, attempts=args.attempts)
     if args.budget is not None:          # a setting: a rerun resumes only with the same budget
         meta["budget"] = args.budget
+        if not getattr(args, "deepen", True):
+            meta["no_deepen"] = True
     meta["command"] = rerun_command(args, meta)
     meta["producer"] = producer()
     done = finished_heads(args.out, meta, hs)
     if started is not None:
         started(info, hs, done)
     tasks = [{"index": i, "head": h, "eps": eps_list, "out": args.out, "peers": peers, "seed": args.seed,
-              "attempts": args.attempts, "budget": args.budget} for i, h in enumerate(hs) if i not in done]
+              "attempts": args.attempts, "budget": args.budget, "no_deepen": meta.get("no_deepen")}
+             for i, h in enumerate(hs) if i not in done]
     try:
         for i, new in run_tasks(model_head_task, tasks, args.workers, args.scheduler):
             done[i] = new

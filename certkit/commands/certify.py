@@ -37,7 +37,12 @@ def add_arguments(p):
                         "truncated SVD's upper bound, then the full searches, each VERIFIED improvement replacing an "
                         "end; when "
                         "the time is spent the searches stop at their next safe point (usually within 10 %%) and the "
-                        "best sandwich so far is kept, marked stopped_on_budget in the summary (default: no budget)")
+                        "best sandwich so far is kept, marked stopped_on_budget in the summary; the time the "
+                        "searches leave goes to deeper descents of the upper search (method 'deepened') "
+                        "(default: no budget)")
+    p.add_argument("--no-deepen", dest="deepen", action="store_false",
+                   help="with --budget: no deeper descents in the time the searches leave, so that a budget they "
+                        "do not reach gives the certificates of a run without one, byte for byte")
     p.add_argument("--json", action="store_true", help="print the summary rows as JSON on stdout")
     p.add_argument("--wait", action="store_true", help="if another certkit run is writing into --out, wait for it "
                    "to end (default: refuse, exit 73; a folder never mixes two runs)")
@@ -70,6 +75,8 @@ def run(args):
     missing; bad input raises a UserError (the CLI's exit 64/66)."""
     eps_list = parse_eps_list(args.eps)
     args.budget = parse_budget(getattr(args, "budget", None), "--budget")
+    if not getattr(args, "deepen", True) and args.budget is None:
+        raise CertifyError("--no-deepen needs --budget (only a budgeted run deepens its upper search)")
     peers = list(parse_peers(args.peers, "--peers"))
     if getattr(args, "model", None) is not None:
         return run_model(args, eps_list, peers)
@@ -110,7 +117,7 @@ def run_files(args, heads, eps_list, peers):
                       f"{'   peers: ' + peer_txt if peers else ''}  [{r['seconds']:.2f} s]{budget_note(r)}")
     t0 = time.perf_counter()
     rows = certify_heads(heads, eps_list, args.out, peers, args.seed, args.attempts, args.budget,
-                         getattr(args, "wait", False), status, finished)
+                         getattr(args, "wait", False), status, finished, deepen=getattr(args, "deepen", True))
     if args.json:
         json.dump(rows, sys.stdout, indent=1)
         print()

@@ -69,12 +69,13 @@ def parse_heads(text, what="--growth-heads"):
 def task(t, say=None):
     """Rows of one (head, n): certify the head at one eps (within t["budget"] seconds, None: no
     budget) into t["folder"], then its rows (with the run's settings, so a rerun reads them back only
-    for the same model, text and eps; and, if the budget stopped it, the same budget).  say: None or
+    for the same model, text and eps; and, if the budget stopped it, the same budget: without the
+    deeper descents, deepen=False, a point the budget did not stop is what a run without one finds).  say: None or
     a callable taking a short text (the search stages, for the status line of a serial run)."""
     from ..driver import ATTEMPTS, SEED, certificate_provenance, certify_head
     h = t["head"]
     rows = certify_head(h, [t["eps"]], t["folder"], (), SEED, ATTEMPTS, certificate_provenance(h), progress=say,
-                        budget=t.get("budget"))
+                        budget=t.get("budget"), deepen=False)
     p = h.provenance
     out = [{"head": f"l{p['layer']}-h{p['head']}", "layer": p["layer"], "head_index": p["head"], "n": h.n,
             "log2_n": math.log2(h.n), "lower": r["lower"], "upper": r["upper"], "lower_kind": r["lower_kind"],

@@ -203,7 +203,7 @@ def trivial_lower(A, eps, h, path, prov, layout=None):
 
 @limited()
 def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, provenance=None, shared=None,
-             progress=None, budget=None, workdir=None):
+             progress=None, budget=None, workdir=None, deepen=True):
     """The certified Sandwich lower <= r_eps(A) <= upper of head at eps (both ends kernel-VERIFIED
     certificates held in memory, each checked once; None where the search found none), with the
     peers' smallest k.  A, inst: head.attention() and head.instance() when the caller shares them
@@ -216,6 +216,10 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
     budget: None, or seconds (>= 0) for this head at this eps, the peers included: the anytime
     sandwich of the module docstring; Sandwich.stopped_on_budget says whether the budget ended the
     searches (then the peers not finished have k None and the note "stopped on the budget").
+    deepen: with a budget, the time the searches and the peers leave goes to deeper descents of
+    the upper search (ROUNDS of upper.search's rounds, from its best; method "deepened"), which
+    the budget ends without marking the sandwich stopped; False: the searches of a run without a
+    budget only (a budget they do not reach then gives that run's certificates byte for byte).
 
     workdir: None, or an existing folder to hold the searches' temporary certificates (a WORK_PREFIX
     folder, removed when the sandwich is done); certkit certify passes its --out, so that a run
@@ -252,17 +256,21 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
             upper_c = Certificate.read(up["file"], search=up, verdict=up["verdict"]) if up else None
             stopped = False
         else:
-            lower_c, upper_c, stopped = anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say)
-    seconds = time.perf_counter() - t0
-    found = {}
-    if peers:
-        up_text = upper_c.bound if upper_c else min(head.n, head.N) if clock is not None else "-"
-        say(f"{lower_c.bound if lower_c else '-'} <= r <= {up_text}; peers")
-    cut = stopped
-    with active(clock):
-        for p in peers:
-            found[p] = peer(p, A, head, inst, eps, seed, shared.get("upper", {}), cut)
-            cut = cut or found[p].get("note") == STOPPED
+            lower_c, upper_c, stopped, deeper = anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say)
+        seconds = time.perf_counter() - t0
+        found = {}
+        if peers:
+            up_text = upper_c.bound if upper_c else min(head.n, head.N) if clock is not None else "-"
+            say(f"{lower_c.bound if lower_c else '-'} <= r <= {up_text}; peers")
+        cut = stopped
+        with active(clock):
+            for p in peers:
+                found[p] = peer(p, A, head, inst, eps, seed, shared.get("upper", {}), cut)
+                cut = cut or found[p].get("note") == STOPPED
+        if clock is not None and deepen and not cut:
+            t1 = time.perf_counter()
+            upper_c = deeper()
+            seconds += time.perf_counter() - t1
     return Sandwich(head, Fraction(eps), lower_c, upper_c, found, round(seconds, 3),
                     budget=None if clock is None else clock.seconds, stopped_on_budget=stopped)
 
@@ -270,6 +278,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 STOPPED = "stopped on the budget"
 LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
 INTERLUDE_SHARE = 0.1    # ... for at most this share of the budget; what the pause did not reach runs after the descent
+ROUNDS = 3         # the deeper descents of the time a budget leaves (upper.search's rounds: 4, 16, 64 times the iterations)
 
 
 def remove_stale_work(folder):
@@ -372,5 +381,16 @@ def anytime(head, eps, A, inst, paths, prov, shared, attempts, clock, say):
             first()
             rest()
     except BudgetSpent:
-        return best["lower"], best["upper"], True
-    return best["lower"], best["upper"], False
+        return best["lower"], best["upper"], True, None
+
+    def deeper():                    # the time left: deeper descents from the search's best, until the budget ends
+        if r["k"] is not None and (best["lower"] is None or r["k"] > best["lower"].bound):
+            say("deeper upper search")
+            try:
+                with active(clock):
+                    upper.search(A, float(eps), judge, floor=best["lower"].bound if best["lower"] else 1,
+                                 attempts=attempts, improved=upper_improved, cache=cache, start=r, rounds=ROUNDS)
+            except BudgetSpent:
+                pass
+        return best["upper"]
+    return best["lower"], best["upper"], False, deeper

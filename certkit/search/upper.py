@@ -30,6 +30,7 @@ REFINE_MAX = 1 << 28   # n N above this: no joint refinement (A's float32 copy: 
 RESCUE_AT = frozenset(range(60, 1000, 40))   # evaluations of a refinement at which a near miss gets row_rescue
 RESCUE_NEAR = 1.015    # ... a near miss: float max row error within this factor of the target
 RETRY_BELOW = 1.3      # a rank given up on below this factor of the target is tried again from a closer start
+DEEPER = 4            # the r-th deeper descent (search's rounds) refines with DEEPER^r times the iterations
 WEIGHT_FLOOR = 1e-6    # refine's gradient leaves out rows whose weight is below this times the worst row's
                        # (and with them any subnormal float32 product, which makes a GEMM 10-200x slower)
 
@@ -376,7 +377,8 @@ def descend(A, eps, C, G, floor=1, attempts=24, iters=400, rescue=True, interlud
 
 # ---------------------------------------------------------------- the search
 
-def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False, **kw):
+def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, cache=None, svd_only=False,
+           start=None, rounds=0, **kw):
     """Smallest certified rank found: dict(k, U, V, method, certified_error, svd_rank, tried).
 
     judge(U, V) -> the kernel's certified max_i ||A_i - (U V^T)_i||_1 (the only arbiter).
@@ -384,14 +386,18 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
     certified rank, for a status line).  improved: None or a callable taking the best so far
     (this dict, with the tried list and svd_rank so far) each time it changes (the anytime
     sandwich writes each one as a certificate).  cache: None or a dict kept by the caller for
-    this A, holding its SVD (eps-free) and the SVD's rank for each target across calls.  svd_only: stage 1 only.  Deterministic: no
-    clocks, no randomness (budget.tick, at the safe points, only decides where a budgeted run
-    stops)."""
+    this A, holding its SVD (eps-free) and the SVD's rank for each target across calls.  svd_only: stage 1 only.
+    start: None, or an earlier search's result on this A at this eps: stages 1 and 2 are skipped
+    and the search goes on from its best.  rounds: deeper descents after stage 2 (or from start),
+    the r-th with DEEPER^r times the iterations per refinement and no cap on the evaluations,
+    each from the best so far (method "deepened"; the anytime sandwich spends the time its
+    searches leave on them).  Deterministic: no clocks, no randomness (budget.tick, at the safe
+    points, only decides where a budgeted run stops)."""
     t0 = time.perf_counter()
     n, N = A.shape
-    tried = []
-    best = None
-    svd_k = None
+    tried = [] if start is None else list(start["tried"])
+    best = None if start is None else {x: start[x] for x in ("k", "U", "V", "method", "certified_error")}
+    svd_k = None if start is None else start["svd_rank"]
     cache = {} if cache is None else cache
 
     def changed():
@@ -414,41 +420,49 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
             return True
         return False
 
-    # 1. truncated SVD: smallest k with float error <= target, then up until certified
-    target = eps * (1 - SAFETY)
-    if n * N <= LARGE:
-        if "svd" not in cache:
-            with step("svd"):
-                cache["svd"] = np.linalg.svd(A, full_matrices=False)
-        Uf, s, Vt = cache["svd"]
-        if ("svd_rank", target) not in cache:       # the fast sandwich's search and the refining one share it
-            cache["svd_rank", target] = svd_rank(A, Uf, s, Vt, target)
-        k_svd = cache["svd_rank", target]
-    else:
-        Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
-    for k in range(k_svd, len(s) + 1):
-        tick()
-        if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
-            break
-    if best is None:                  # rank min(n, N): B = A's float SVD at full rank, or A itself
-        offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
-    if best is None:
-        return {"k": None, "tried": tried}
-    svd_k = best["k"]
-    if svd_only:
+    def done():
         best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
         return best
 
-    # 2. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats)
-    if best["k"] > floor and n * N <= REFINE_MAX:
-        if n * N > BUDGET_FROM:          # large heads: a budget of objective evaluations, O(n N) each
-            kw.setdefault("budget", [max(200, (1 << 32) // (n * N))])
-        C0, G0 = best["U"], best["V"].T
-        for k, C, G in descend(A, eps, C0, G0, floor, attempts, **kw):
-            if not offer("refined", C, G):
+    iters = kw.pop("iters", 400)
+    descents = [(iters * DEEPER ** r, "deepened", None) for r in range(1, rounds + 1)]
+    if start is None:
+        # 1. truncated SVD: smallest k with float error <= target, then up until certified
+        target = eps * (1 - SAFETY)
+        if n * N <= LARGE:
+            if "svd" not in cache:
+                with step("svd"):
+                    cache["svd"] = np.linalg.svd(A, full_matrices=False)
+            Uf, s, Vt = cache["svd"]
+            if ("svd_rank", target) not in cache:       # the fast sandwich's search and the refining one share it
+                cache["svd_rank", target] = svd_rank(A, Uf, s, Vt, target)
+            k_svd = cache["svd_rank", target]
+        else:
+            Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
+        for k in range(k_svd, len(s) + 1):
+            tick()
+            if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
                 break
-    best.update(tried=tried, svd_rank=svd_k, seconds=time.perf_counter() - t0)
-    return best
+        if best is None:                  # rank min(n, N): B = A's float SVD at full rank, or A itself
+            offer("identity", np.eye(n) if n <= N else Uf * s, A if n <= N else Vt)
+        if best is None:
+            return {"k": None, "tried": tried}
+        svd_k = best["k"]
+        if svd_only:
+            return done()
+        # 2. joint refinement, warm-started from the best (its float32 residuals: 3 n N floats),
+        # on large heads with a budget of objective evaluations, O(n N) each
+        cap = kw.pop("budget", [max(200, (1 << 32) // (n * N))] if n * N > BUDGET_FROM else None)
+        descents.insert(0, (iters, "refined", cap))
+    # 3. (rounds) deeper descents, each from the best so far
+    if n * N <= REFINE_MAX:
+        for its, method, cap in descents:
+            if best["k"] <= floor:
+                break
+            for k, C, G in descend(A, eps, best["U"], best["V"].T, floor, attempts, iters=its, budget=cap, **kw):
+                if not offer(method, C, G):
+                    break
+    return done()
 
 
 def svd_rank(A, Uf, s, Vt, target):

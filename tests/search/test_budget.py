@@ -1,8 +1,9 @@
 """Anytime certification (certkit.certify(..., budget=), certify --budget): wherever the budget stops
 the searches, both ends of the sandwich are kernel-VERIFIED certificates (or the trivial upper bound
-min(n, N)) with lower <= upper, the sandwich only narrows as the budget grows, and a budget the
-searches do not reach gives the bytes of a run without one.  The clock is a fake one that counts
-its own reads, so where a run stops does not depend on the machine's load."""
+min(n, N)) with lower <= upper, the sandwich only narrows as the budget grows, a budget the
+searches do not reach gives the bytes of a run without one (deepen=False), and the time they leave
+goes to deeper descents of the upper search (deepen=True, the default).  The clock is a fake one
+that counts its own reads, so where a run stops does not depend on the machine's load."""
 import inspect
 import json
 import subprocess
@@ -63,7 +64,7 @@ def test_budget_zero_gives_the_trivial_sandwich_verified(head):
 
 def test_a_budget_the_searches_do_not_reach_gives_the_same_certificates(head):
     free = certkit.certify(head, eps=EPS, peers=("svd", "nystrom"))
-    timed = certkit.certify(head, eps=EPS, peers=("svd", "nystrom"), budget=10 ** 6)
+    timed = certkit.certify(head, eps=EPS, peers=("svd", "nystrom"), budget=10 ** 6, deepen=False)
     assert not timed.stopped_on_budget and free.budget is None and timed.budget == 10 ** 6
     assert files(timed) == files(free) and len(files(free)) == 2
     strip = lambda peers: {p: {k: v for k, v in d.items() if k != "seconds"} for p, d in peers.items()}
@@ -78,7 +79,7 @@ def test_a_budget_the_searches_do_not_reach_gives_the_same_certificates(head):
 def test_a_stop_at_any_safe_point_keeps_a_verified_sandwich_that_narrows_with_the_budget(head, monkeypatch):
     clock = CountingClock()
     monkeypatch.setattr(budget_mod, "now", clock)
-    full = sandwich(head, EPS, budget=10 ** 9)
+    full = sandwich(head, EPS, budget=10 ** 9, deepen=False)
     total = clock.reads
     assert not full.stopped_on_budget and total > 50
     free = sandwich(head, EPS)
@@ -87,7 +88,7 @@ def test_a_stop_at_any_safe_point_keeps_a_verified_sandwich_that_narrows_with_th
     seen = set()
     for b in sorted({0, 1, 2, 3, 5, 8} | {int(total * f) for f in np.linspace(0.05, 0.95, 19)}):
         clock.reads = 0
-        s = sandwich(head, EPS, budget=b)
+        s = sandwich(head, EPS, budget=b, deepen=False)
         assert s.stopped_on_budget, b
         check_sandwich(s)
         lo, up = s.bounds
@@ -100,7 +101,7 @@ def test_a_stop_at_any_safe_point_keeps_a_verified_sandwich_that_narrows_with_th
 
 def test_the_stages_come_in_order_each_replacing_an_end(head):
     said = []
-    s = sandwich(head, EPS, budget=10 ** 6, progress=said.append)
+    s = sandwich(head, EPS, budget=10 ** 6, progress=said.append, deepen=False)
     assert said[0].startswith("1 <= r <= 40 (lower: lower-decoding-margin)")
     stages = [t for t in said if t in ("SVD upper", "fast lower", "lower search", "late lower search (interlude)",
                                        "late lower search")]
@@ -109,6 +110,58 @@ def test_the_stages_come_in_order_each_replacing_an_end(head):
     assert said[fast + 1].startswith("4 <= r <= 40 (lower: ") and "(upper: svd)" in said[svd + 1]
     last_upper = [t for t in said if "(upper: " in t][-1]
     assert last_upper.startswith(f"{s.lower.bound} <= r <= {s.upper.bound} (upper: refined)")
+
+
+@pytest.fixture(scope="module")
+def deep_head():
+    """A head whose upper end the deeper descents lower: 9 <= r <= 13 without them, upper 12 after
+    the second round (16 x 400 iterations per refinement)."""
+    return synthetic.head("gaussian", 48, 6, beta=Fraction(3), seed=2, name="g48")
+
+
+def test_the_time_the_searches_leave_goes_to_deeper_descents_of_the_upper_end(deep_head, monkeypatch):
+    """deepen (the default under a budget): after the searches and the peers, upper.search's rounds
+    from its best, until the budget ends them; the sandwich is not marked stopped for that, its
+    lower end and peers are the unbudgeted run's, and its upper end only falls as the budget grows."""
+    from certkit.search import sandwich as sandwich_mod
+    monkeypatch.setattr(sandwich_mod, "ROUNDS", 2)
+    free = sandwich(deep_head, EPS, peers=("svd",))
+    clock = CountingClock()
+    monkeypatch.setattr(budget_mod, "now", clock)
+    said = []
+    deep = sandwich(deep_head, EPS, peers=("svd",), budget=10 ** 9, progress=said.append)
+    assert not deep.stopped_on_budget and files(deep)["lower"] == files(free)["lower"]
+    assert deep.peers["svd"]["k"] == free.peers["svd"]["k"] is not None
+    assert deep.upper.bound < free.upper.bound and deep.upper.search["method"] == "deepened"
+    assert said.index("deeper upper search") > [i for i, t in enumerate(said) if t.endswith("; peers")][0]
+    check_sandwich(deep)
+    total, ups = clock.reads, []
+    clock.reads = 0
+    shallow = sandwich(deep_head, EPS, peers=("svd",), budget=10 ** 9, deepen=False)
+    searched = clock.reads                                # the searches and the peers: deepening starts here
+    assert files(shallow) == files(free) and searched < total
+    for b in sorted({searched + int((total - searched) * f) for f in (0.1, 0.5, 0.9)}):
+        clock.reads = 0
+        s = sandwich(deep_head, EPS, peers=("svd",), budget=b)
+        assert not s.stopped_on_budget and s.lower.bound == free.lower.bound and s.peers["svd"]["k"] is not None
+        check_sandwich(s)
+        ups.append(s.upper.bound)
+    assert ups == sorted(ups, reverse=True) and free.upper.bound >= ups[0] and ups[-1] >= deep.upper.bound
+
+
+def test_the_deeper_rounds_start_from_the_best_and_never_return_a_worse_rank():
+    """upper.search(start=r, rounds=2): r's factorisation is the start, every rank it reports is
+    judged within eps and below r's (on this head the second round reaches 12 from 13)."""
+    from certkit.search import upper
+    h = synthetic.head("gaussian", 48, 6, beta=Fraction(3), seed=2, name="g48")
+    A = h.attention()
+    judge = lambda U, V: float(np.abs(A - U @ V.T).sum(axis=1).max())
+    r = upper.search(A, 0.25, judge)
+    seen = []
+    deep = upper.search(A, 0.25, judge, start=r, rounds=2, improved=seen.append)
+    assert deep["k"] < r["k"] and seen and deep["tried"][:len(r["tried"])] == r["tried"]
+    assert all(b["k"] < r["k"] and b["method"] == "deepened" and judge(b["U"], b["V"]) <= 0.25 for b in seen)
+    assert judge(deep["U"], deep["V"]) <= 0.25
 
 
 def test_the_descent_calls_its_interlude_after_every_rank_it_tries(monkeypatch):
@@ -262,7 +315,7 @@ def test_cli_budget_rows_summary_and_the_same_bytes_when_not_reached(tmp_path):
     v = run("verify", *(tmp_path / "zero" / x["lower_file"] for x in rows))
     assert v.returncode == 0 and v.stdout.count("VERIFIED") == 2
 
-    assert run(*spec, "--budget", "100000", "--out", tmp_path / "big").returncode == 0
+    assert run(*spec, "--budget", "100000", "--no-deepen", "--out", tmp_path / "big").returncode == 0
     assert run(*spec, "--out", tmp_path / "none").returncode == 0
     certs = lambda d: {p.relative_to(d): p.read_bytes() for p in d.rglob("*") if p.is_file() and
                        not p.name.startswith(("summary.", "."))}
@@ -275,6 +328,11 @@ def test_cli_budget_rows_summary_and_the_same_bytes_when_not_reached(tmp_path):
     extra = ("seconds", "peers", "budget", "stopped_on_budget", "width")
     strip = lambda x: {k: v for k, v in x.items() if k not in extra}
     assert [strip(x) for x in big] == [strip(x) for x in none]
+
+
+def test_cli_no_deepen_needs_a_budget(tmp_path):
+    r = run("certify", "--synthetic", "gaussian:n=8", "--no-deepen", "--out", tmp_path)
+    assert r.returncode == 64 and "--no-deepen needs --budget" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("value, needle", [("-1", "outside [0,"), ("soon", "is not a number"),
