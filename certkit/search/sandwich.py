@@ -24,7 +24,10 @@ first failed rank or once LATE_AT x B has passed, whichever comes first.  Once B
 passed, the searches stop at their next safe point and the engine returns the best sandwich so
 far, marked stopped_on_budget.  The candidates of the fast stage are candidates of the full lower
 search too, and the full searches replace what the first stages found: a budget the searches do
-not reach gives exactly the certificates of a run without one.
+not reach gives exactly the certificates of a run without one, unless (deepen, the default) the
+time the searches and the peers leave goes to deeper descents of the upper search (ROUNDS of
+upper.search's rounds from its best: refinements with 4, 16, 64 times the iterations), which only
+lower the upper end and which the budget ends without marking the sandwich stopped.
 """
 import dataclasses
 import os

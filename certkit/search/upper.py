@@ -11,7 +11,9 @@ decides.  Stages, each started from the best so far:
    miss whose excess is on a few rows only gets those rows refitted on the basis G (row_rescue:
    min_c ||A_i - c^T G||_1, docs/mathematics.md §9.3, by reweighted least squares; the exact LP,
    by HiGHS in the dual form max_y <A_i, y> s.t. G y = 0, -1 <= y <= 1, c = minus the equality
-   marginals, is fit_rows_lp, for benchmarks and tests).
+   marginals, is fit_rows_lp, for benchmarks and tests);
+3. (search's rounds, for the time a budget leaves) deeper descents from the best so far, each
+   round's refinements with DEEPER times the iterations of the round before.
 """
 import time
 
