@@ -280,7 +280,7 @@ def sandwich(head, eps, peers=(), seed=0, attempts=24, A=None, inst=None, proven
 
 STOPPED = "stopped on the budget"
 LATE_AT = 0.6      # a budgeted upper search pauses for the late lower candidates once this share of the budget is spent
-INTERLUDE_SHARE = 0.1    # ... for at most this share of the budget; what the pause did not reach runs after the descent
+INTERLUDE_SHARE = 0.2    # ... for at most this share of the budget; what the pause did not reach runs after the descent
 ROUNDS = 3         # the deeper descents of the time a budget leaves (upper.search's rounds: 4, 16, 64 times the iterations)
 
 
