@@ -430,17 +430,7 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
     descents = [(iters * DEEPER ** r, "deepened", None) for r in range(1, rounds + 1)]
     if start is None:
         # 1. truncated SVD: smallest k with float error <= target, then up until certified
-        target = eps * (1 - SAFETY)
-        if n * N <= LARGE:
-            if "svd" not in cache:
-                with step("svd"):
-                    cache["svd"] = np.linalg.svd(A, full_matrices=False)
-            Uf, s, Vt = cache["svd"]
-            if ("svd_rank", target) not in cache:       # the fast sandwich's search and the refining one share it
-                cache["svd_rank", target] = svd_rank(A, Uf, s, Vt, target)
-            k_svd = cache["svd_rank", target]
-        else:
-            Uf, s, Vt, k_svd = sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
+        Uf, s, Vt, k_svd = svd_start(A, eps * (1 - SAFETY), cache)
         for k in range(k_svd, len(s) + 1):
             tick()
             if offer("svd", Uf[:, :k] * s[:k], Vt[:k]):
@@ -465,6 +455,21 @@ def search(A, eps, judge, floor=1, attempts=24, progress=None, improved=None, ca
                 if not offer(method, C, G):
                     break
     return done()
+
+
+def svd_start(A, target, cache):
+    """(Uf, s, Vt, k): A's thin SVD (sketched above LARGE entries) and the smallest k whose
+    truncation has float max row error <= target, both kept in cache (the SVD is eps-free; the
+    fast sandwich's search and the refining one share the rank)."""
+    if A.shape[0] * A.shape[1] > LARGE:
+        return sketched_svd_rank(A, target, cache=cache.setdefault("sketched", {}))
+    if "svd" not in cache:
+        with step("svd"):
+            cache["svd"] = np.linalg.svd(A, full_matrices=False)
+    Uf, s, Vt = cache["svd"]
+    if ("svd_rank", target) not in cache:
+        cache["svd_rank", target] = svd_rank(A, Uf, s, Vt, target)
+    return Uf, s, Vt, cache["svd_rank", target]
 
 
 def svd_rank(A, Uf, s, Vt, target):

@@ -218,11 +218,12 @@ def test_the_interlude_cuts_the_growth_at_its_share_of_the_budget_and_it_resumes
     monkeypatch.setattr(budget_mod, "now", CountingClock())
     monkeypatch.setattr(sandwich_mod, "LATE_AT", 0.0)
     runs, B = [], 10 ** 6
-    monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(150_000, runs))
-    s = sandwich(head, EPS, budget=B)
     share = sandwich_mod.INTERLUDE_SHARE * B
+    steps = int(1.5 * share)                       # more than the share, less than the budget
+    monkeypatch.setattr(sandwich_mod, "late_candidates", slow_late_candidates(steps, runs))
+    s = sandwich(head, EPS, budget=B, deepen=False)
     assert [r[0] for r in runs] == [("pruning",), ("growth",), ("growth",)]
-    assert 0.99 * share <= runs[1][1] <= share and runs[2][1] == 150_000
+    assert 0.99 * share <= runs[1][1] <= share and runs[2][1] == steps
     assert not s.stopped_on_budget
     check_sandwich(s)
 
