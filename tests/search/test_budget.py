@@ -149,12 +149,11 @@ def test_the_time_the_searches_leave_goes_to_deeper_descents_of_the_upper_end(de
     assert ups == sorted(ups, reverse=True) and free.upper.bound >= ups[0] and ups[-1] >= deep.upper.bound
 
 
-def test_the_deeper_rounds_start_from_the_best_and_never_return_a_worse_rank():
+def test_the_deeper_rounds_start_from_the_best_and_never_return_a_worse_rank(deep_head):
     """upper.search(start=r, rounds=2): r's factorisation is the start, every rank it reports is
     judged within eps and below r's (on this head the second round reaches 12 from 13)."""
     from certkit.search import upper
-    h = synthetic.head("gaussian", 48, 6, beta=Fraction(3), seed=2, name="g48")
-    A = h.attention()
+    A = deep_head.attention()
     judge = lambda U, V: float(np.abs(A - U @ V.T).sum(axis=1).max())
     r = upper.search(A, 0.25, judge)
     seen = []
